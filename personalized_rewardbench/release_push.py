@@ -1,0 +1,76 @@
+"""Publish a built release to the Hub: `upload_folder`, then `create_tag`; never move an existing tag."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from personalized_rewardbench.errors import UserError
+from personalized_rewardbench.release_build import check_version
+from personalized_rewardbench.sources import RELEASE_MANIFEST
+
+
+@dataclass
+class PushPlan:
+    """What a push would do."""
+
+    folder: Path
+    repo_id: str
+    tag: str
+    files: list[tuple[str, int]]  # (path in repo, size in bytes)
+
+    def describe(self) -> str:
+        lines = [f"push {self.folder} -> dataset repo {self.repo_id}, then tag {self.tag}"]
+        lines += [f"  {size:>12,d}  {path}" for path, size in self.files]
+        lines.append(f"  {sum(size for _, size in self.files):>12,d}  total bytes in {len(self.files)} files")
+        return "\n".join(lines)
+
+
+def plan_push(folder: Path, repo_id: str, tag: str) -> PushPlan:
+    """Check the release folder and the tag against its manifest; list the files to upload."""
+    manifest_path = folder / RELEASE_MANIFEST
+    if not manifest_path.is_file():
+        raise UserError(f"--dir {folder}: not a release folder (no {RELEASE_MANIFEST}); build one with 'prbench release build'")
+    if repo_id.count("/") != 1 or not all(repo_id.split("/")):
+        raise UserError(f"bad --repo {repo_id!r}: write OWNER/NAME")
+    version = json.loads(manifest_path.read_text(encoding="utf-8"))["version"]
+    if not tag.startswith("v") or check_version(tag) != version:
+        raise UserError(f"--tag {tag} does not match the release version {version}: use --tag v{version}")
+    files = sorted(
+        (path.relative_to(folder).as_posix(), path.stat().st_size)
+        for path in folder.rglob("*")
+        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(folder).parts)
+    )
+    return PushPlan(folder=folder, repo_id=repo_id, tag=tag, files=files)
+
+
+def push_release(plan: PushPlan, token: str | None = None, endpoint: str | None = None) -> str:
+    """Upload and tag; return the commit id. Refuses when the tag already exists on the repo."""
+    from huggingface_hub import HfApi, get_token
+    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+
+    token = token or get_token()
+    if not token:
+        raise UserError("no Hugging Face token: run 'hf auth login' or set HF_TOKEN, then push again")
+    api = HfApi(token=token, endpoint=endpoint)
+    try:
+        api.create_repo(plan.repo_id, repo_type="dataset", exist_ok=True)
+        try:
+            tags = {ref.name for ref in api.list_repo_refs(plan.repo_id, repo_type="dataset").tags}
+        except RepositoryNotFoundError:
+            tags = set()
+        if plan.tag in tags:
+            raise UserError(f"tag {plan.tag} already exists on {plan.repo_id}; releases are immutable: bump the version")
+        commit = api.upload_folder(
+            repo_id=plan.repo_id,
+            repo_type="dataset",
+            folder_path=str(plan.folder),
+            commit_message=f"Release {plan.tag}",
+            ignore_patterns=[".*"],
+        )
+        api.create_tag(plan.repo_id, repo_type="dataset", tag=plan.tag, revision=commit.oid, tag_message=f"Release {plan.tag}")
+    except HfHubHTTPError as error:
+        status = getattr(error.response, "status_code", "?")
+        raise UserError(f"push to {plan.repo_id} failed (HTTP {status}); check the token's write access and the repo id") from None
+    return commit.oid

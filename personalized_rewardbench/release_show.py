@@ -1,0 +1,23 @@
+"""Print what `datasets.load_dataset` returns for every config of a release folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import datasets
+
+from personalized_rewardbench.errors import UserError
+from personalized_rewardbench.sources import RELEASE_MANIFEST
+
+
+def show_release(folder: Path) -> None:
+    """Load each config of the release at `folder` and print its size, columns and first row's id."""
+    manifest_path = folder / RELEASE_MANIFEST
+    if not manifest_path.is_file():
+        raise UserError(f"{folder}: not a release folder (no {RELEASE_MANIFEST})")
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    print(f"release v{manifest['version']} built from {manifest['source']} ({manifest['source_revision']})")
+    for config in datasets.get_dataset_config_names(str(folder)):
+        rows = datasets.load_dataset(str(folder), config, split="test")
+        print(f"  {config:<36} {rows.num_rows:>6} rows  columns: {', '.join(rows.column_names)}")
