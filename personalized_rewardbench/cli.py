@@ -45,11 +45,103 @@ def _release_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _evaluate(args: argparse.Namespace) -> int:
+    from personalized_rewardbench.engine import run_evaluation
+    from personalized_rewardbench.results import format_table
+    from personalized_rewardbench.run_config import RunConfig
+
+    config = RunConfig(
+        model=args.model,
+        data=args.data,
+        subsets=[] if args.subset == "all" else [args.subset],
+        limit=args.limit,
+        profile_k=args.profile_k,
+        retriever=args.retriever,
+        template=args.template,
+        model_type=args.model_type,
+        revision=args.revision,
+        dtype=args.dtype,
+        device=args.device,
+        trust_remote_code=args.trust_remote_code,
+        batch_tokens=args.batch_tokens,
+        seed=args.seed,
+        judge_mode=args.judge_mode,
+        backend=args.backend,
+        max_new_tokens=args.max_new_tokens,
+        shared_prefix=not args.no_shared_prefix,
+        output=Path(args.output),
+        cache_dir=args.cache_dir,
+        progress=not args.no_progress,
+    )
+    from personalized_rewardbench.distributed import process_group
+
+    with process_group() as group:
+        outcome = run_evaluation(config, rank=group.rank, world_size=group.world_size, barrier=group.barrier)
+    if outcome.results is None:
+        return 0
+    results = outcome.results
+    if outcome.reused:
+        print("this run was already complete; showing the stored results")
+    if results.get("demo_sample"):
+        print("note: demo sample (written for this package) -- not benchmark data, not benchmark results")
+    print(f"{results['model']} ({results['model_type']}) on {results['dataset']}, profile_k={config.profile_k}")
+    print(format_table(results))
+    if results.get("truncated_pairs"):
+        print(f"truncated pairs (lowest-ranked posts dropped to fit): {results['truncated_pairs']}")
+    print(outcome.run_dir / "results.json")
+    return 0
+
+
+def _leaderboard(args: argparse.Namespace) -> int:
+    from personalized_rewardbench.leaderboard import leaderboard_rows, print_leaderboard, write_chart
+
+    folder = Path(args.dir)
+    rows = leaderboard_rows(folder)
+    print_leaderboard(rows)
+    if rows:
+        print(write_chart(rows, folder / "leaderboard.png"))
+    return 0
+
+
+def _add_evaluate_parser(commands) -> None:
+    from personalized_rewardbench.retrieval import RETRIEVERS
+    from personalized_rewardbench.prompts import TEMPLATES
+    from personalized_rewardbench.schema import SUBSETS
+
+    evaluate = commands.add_parser("evaluate", help="score a reward model or judge on the benchmark")
+    evaluate.add_argument("--model", default="baseline:embedding", help="Hub id, local folder, or baseline:length|random|embedding")
+    evaluate.add_argument("--revision", help="model revision (branch, tag or commit) on the Hub")
+    evaluate.add_argument("--model-type", default="auto", choices=["auto", "classifier", "judge-pairwise", "judge-score"])
+    evaluate.add_argument("--data", help="sample | FOLDER | hub:OWNER/NAME[@REV] (default: sample for the default model, else the upstream Hub dataset)")
+    evaluate.add_argument("--subset", default="all", help=f"all | {' | '.join(SUBSETS)}")
+    evaluate.add_argument("--limit", type=int, help="first N items per subset")
+    evaluate.add_argument("--profile-k", type=int, default=0, help="profile posts added to the question (0: none)")
+    evaluate.add_argument("--retriever", default="minilm", help=f"profile ranking: {' | '.join(RETRIEVERS)}")
+    evaluate.add_argument("--template", default="default", help=f"prompt template: {' | '.join(TEMPLATES)}")
+    evaluate.add_argument("--dtype", default="auto", help="auto | float32 | bfloat16 | float16")
+    evaluate.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    evaluate.add_argument("--trust-remote-code", action="store_true")
+    evaluate.add_argument("--batch-tokens", type=int, default=16384, help="token budget per forward batch")
+    evaluate.add_argument("--no-shared-prefix", action="store_true", help="score every input in full (no KV-cache reuse)")
+    evaluate.add_argument("--judge-mode", default="logits", choices=["logits", "generate"])
+    evaluate.add_argument("--backend", default="transformers", choices=["transformers", "vllm"])
+    evaluate.add_argument("--max-new-tokens", type=int, default=512, help="judge generation limit")
+    evaluate.add_argument("--seed", type=int, default=42)
+    evaluate.add_argument("--output", default="results", help="results folder (default: ./results)")
+    evaluate.add_argument("--cache-dir", type=Path, help="profile-ranking cache (default: $PRBENCH_CACHE or ~/.cache/prbench)")
+    evaluate.add_argument("--no-progress", action="store_true")
+    evaluate.set_defaults(handler=_evaluate)
+    board = commands.add_parser("leaderboard", help="one row per run found under DIR, plus a bar chart PNG")
+    board.add_argument("dir", nargs="?", default="results")
+    board.set_defaults(handler=_leaderboard)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="prbench", description="Personalized RewardBench tools.")
     parser.add_argument("--version", action="version", version=f"personalized-rewardbench {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
+    _add_evaluate_parser(commands)
     release = commands.add_parser("release", help="build, inspect and publish versioned Hub dataset releases")
     release_commands = release.add_subparsers(dest="release_command", required=True)
     build = release_commands.add_parser("build", help="write a complete Hub dataset folder")

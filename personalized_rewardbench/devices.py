@@ -1,0 +1,35 @@
+"""Device and dtype choice for model runs."""
+
+from __future__ import annotations
+
+import torch
+
+from personalized_rewardbench.errors import UserError
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def select_device(requested: str = "auto") -> torch.device:
+    """`auto` is cuda when available, else cpu; asking for cuda without a GPU is a user error."""
+    if requested == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda: no CUDA GPU is visible; use --device cpu or auto")
+    if requested not in ("cpu", "cuda"):
+        raise UserError(f"unknown --device {requested!r}: choose auto, cpu or cuda")
+    return torch.device(requested)
+
+
+def select_dtype(requested: str, device: torch.device) -> torch.dtype:
+    """`auto` is bfloat16 on GPU (when supported) and float32 on CPU."""
+    if requested == "auto":
+        if device.type == "cuda" and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float32
+    if requested not in DTYPES:
+        raise UserError(f"unknown --dtype {requested!r}: choose auto, {', '.join(DTYPES)}")
+    return DTYPES[requested]
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")

@@ -1,0 +1,201 @@
+"""The evaluation engine: data -> profile ranking -> model-facing items -> scores -> results.json.
+
+Runs are resumable: each process appends its scored batches to `scores.partial/rank-<r>.jsonl`
+(flushed and fsynced per batch). A rerun of the same command skips finished batches; because the
+scorer's batch plan is deterministic, the final scores equal those of an uninterrupted run. When
+every item is scored, the first process writes `scores.jsonl` (dataset order) and `results.json`,
+each atomically, and removes the partial logs.
+
+>>> # run_evaluation(RunConfig(model="baseline:length"))
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from personalized_rewardbench.errors import UserError
+from personalized_rewardbench.eval_items import EvalItem, make_eval_item
+from personalized_rewardbench.ranking_cache import rank_profiles
+from personalized_rewardbench.results import RESULTS_FILE, SCORES_FILE, build_results, run_slug, slug
+from personalized_rewardbench.retrieval import make_retriever
+from personalized_rewardbench.run_config import RunConfig
+from personalized_rewardbench.score_log import ScoreLog, write_json_atomic, write_jsonl_atomic
+from personalized_rewardbench.scorer_factory import make_scorer
+from personalized_rewardbench.scoring import Scorer
+from personalized_rewardbench.sources import Source, load_source, select
+
+RUN_FILE = "run.json"
+PARTIAL_DIR = "scores.partial"
+
+
+@dataclass
+class PreparedData:
+    source: Source
+    items: list[EvalItem]
+    retriever: str  # the retriever actually used ("none" at k = 0)
+    notices: list[str]
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    results: dict[str, Any] | None  # None on ranks other than 0 of a multi-process run
+    records: list[dict[str, Any]]
+    notices: list[str]
+    reused: bool = False  # True when an identical finished run was found and nothing was scored
+
+
+def prepare_items(config: RunConfig, log: Callable[[str], None] = print) -> PreparedData:
+    """Load the data, rank profiles (cached) and build the model-facing items."""
+    source = load_source(config.data)
+    selected = select(source, config.subsets or None, config.limit)
+    notices: list[str] = []
+    retriever_name = "none"
+    rankings: dict[str, list[int]] = {}
+    if config.profile_k > 0:
+        retriever, notice = make_retriever(config.retriever)
+        if notice:
+            notices.append(notice)
+            log(notice)
+        retriever_name = retriever.name
+        all_rows = [row for rows in selected.values() for row in rows]
+        rankings = rank_profiles(all_rows, retriever, source.revision, config.cache_dir, progress=config.progress)
+    items = [
+        make_eval_item(row, subset, rankings.get(row["id"]), config.profile_k)
+        for subset, rows in selected.items()
+        for row in rows
+    ]
+    return PreparedData(source, items, retriever_name, notices)
+
+
+def run_identity(config: RunConfig, data: PreparedData, scorer: Scorer) -> dict[str, Any]:
+    """What makes two runs the same run (stored in run.json; results.json starts with it)."""
+    return {
+        "dataset": data.source.spec,
+        "dataset_revision": data.source.revision,
+        "dataset_version": data.source.version,
+        "demo_sample": data.source.is_demo_sample,
+        "model": scorer.name,
+        "model_revision": scorer.revision,
+        "model_type": scorer.model_type,
+        "protocol": {
+            "profile_k": config.profile_k,
+            "retriever": data.retriever,
+            "subsets": sorted({item.subset for item in data.items}),
+            "limit": config.limit,
+            **{"template": config.template},
+            **scorer.protocol(),
+        },
+    }
+
+
+def _check_identity(run_dir: Path, identity: dict[str, Any]) -> None:
+    path = run_dir / RUN_FILE
+    if path.is_file():
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        if stored != json.loads(json.dumps(identity)):
+            changed = sorted(key for key in identity if stored.get(key) != json.loads(json.dumps(identity)).get(key))
+            raise UserError(
+                f"{run_dir} holds a run with a different {', '.join(changed)}; "
+                "pass another --output, or delete that folder to start over"
+            )
+    else:
+        write_json_atomic(path, identity)
+
+
+def _load_partials(run_dir: Path) -> dict[str, dict[str, Any]]:
+    done: dict[str, dict[str, Any]] = {}
+    for path in sorted((run_dir / PARTIAL_DIR).glob("rank-*.jsonl")):
+        done.update(ScoreLog(path).load())
+    return done
+
+
+def _finished(run_dir: Path, identity: dict[str, Any], items: list[EvalItem]) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    results_path, scores_path = run_dir / RESULTS_FILE, run_dir / SCORES_FILE
+    if not (results_path.is_file() and scores_path.is_file()):
+        return None
+    results = json.loads(results_path.read_text(encoding="utf-8"))
+    records = [json.loads(line) for line in scores_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if [r["id"] for r in records] != [item.id for item in items]:
+        return None
+    if {key: results.get(key) for key in identity} != json.loads(json.dumps(identity)):
+        return None
+    return results, records
+
+
+def run_dir_for(config: RunConfig, retriever: str, model_type_tag: str = "") -> Path:
+    return config.output / slug(config.model) / run_slug(
+        config.data, config.subsets, config.limit, config.profile_k, retriever, config.template, model_type_tag
+    )
+
+
+def run_evaluation(
+    config: RunConfig,
+    *,
+    rank: int = 0,
+    world_size: int = 1,
+    barrier: Callable[[], None] = lambda: None,
+    on_progress: Callable[[int, int], None] | None = None,
+    log: Callable[[str], None] = print,
+    scorer: Scorer | None = None,
+) -> RunOutcome:
+    """Score every selected pair (this process: batches rank, rank + world_size, ...) and write the results."""
+    data = prepare_items(config, log if rank == 0 else (lambda _message: None))
+    scorer = scorer or make_scorer(config)
+    identity = run_identity(config, data, scorer)
+    tag = "" if scorer.model_type in ("classifier", "baseline") else scorer.model_type + "-" + config.judge_mode
+    run_dir = run_dir_for(config, data.retriever, tag)
+    if rank == 0:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        _check_identity(run_dir, identity)
+    barrier()
+    finished = _finished(run_dir, identity, data.items)
+    if finished is not None:
+        return RunOutcome(run_dir, finished[0] if rank == 0 else None, finished[1], data.notices, reused=True)
+
+    done = _load_partials(run_dir)
+    batches = scorer.plan(data.items)[rank::world_size]
+    todo = [batch for batch in batches if not all(data.items[i].id in done for i in batch)]
+    log_file = ScoreLog(run_dir / PARTIAL_DIR / f"rank-{rank}.jsonl")
+    total = sum(len(batch) for batch in todo)
+    started = time.perf_counter()
+    with tqdm(total=total, desc=f"scoring {scorer.name}", unit="pair", disable=not config.progress or rank != 0) as bar:
+        for batch in todo:
+            scored = scorer.score(data.items, batch)
+            records = [{"id": data.items[i].id, "subset": data.items[i].subset, **record} for i, record in zip(batch, scored)]
+            log_file.append(records)
+            bar.update(len(batch))
+            if on_progress is not None:
+                on_progress(bar.n, total)
+    seconds = time.perf_counter() - started
+    barrier()
+    if rank != 0:
+        return RunOutcome(run_dir, None, [], data.notices)
+
+    done = _load_partials(run_dir)
+    missing = [item.id for item in data.items if item.id not in done]
+    if missing:
+        raise UserError(f"{run_dir}: {len(missing)} items have no score (first: {missing[0]}); rerun the same command to finish")
+    records = [done[item.id] for item in data.items]
+    runtime = {
+        "seconds": round(seconds, 3),
+        "pairs_scored": total,
+        "pairs_per_second": round(total / seconds, 3) if seconds > 0 and total else None,
+        "device": str(getattr(scorer, "device", "cpu")),
+        "processes": world_size,
+        **(scorer.runtime_stats() if hasattr(scorer, "runtime_stats") else {}),
+    }
+    extra = scorer.summarize(records) if hasattr(scorer, "summarize") else {}
+    results = build_results(run=identity, records=records, extra_metrics=extra, runtime=runtime)
+    write_jsonl_atomic(run_dir / SCORES_FILE, records)
+    write_json_atomic(run_dir / RESULTS_FILE, results)
+    shutil.rmtree(run_dir / PARTIAL_DIR, ignore_errors=True)
+    return RunOutcome(run_dir, results, records, data.notices)
