@@ -23,7 +23,7 @@ def metric_dir() -> Path:
 def _metric(config_name: str):
     import evaluate
 
-    return evaluate.load(str(metric_dir()), config_name)
+    return evaluate.load(str(metric_dir()), config_name, keep_in_memory=True)
 
 
 def pointwise_accuracy(chosen: list[float], rejected: list[float], subsets: list[str] | None = None) -> dict[str, Any]:
