@@ -164,9 +164,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_libraries() -> None:
+    """Keep library chatter (load reports, weight-loading bars) off the console; our own bars stay."""
+    import datasets
+    import transformers
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    datasets.disable_progress_bars()
+    datasets.logging.set_verbosity_error()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `prbench`; returns the exit status."""
     args = build_parser().parse_args(argv)
+    _quiet_libraries()
     try:
         return args.handler(args)
     except UserError as error:

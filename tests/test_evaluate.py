@@ -1,0 +1,274 @@
+"""prbench evaluate: classifier reward models and baselines, with and without the profile."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from personalized_rewardbench.cli import main
+from personalized_rewardbench.engine import PARTIAL_DIR, prepare_items, run_evaluation
+from personalized_rewardbench.prompts import reward_chat
+from personalized_rewardbench.ranking_cache import cache_path
+from personalized_rewardbench.run_config import RunConfig
+from personalized_rewardbench.scorer_factory import make_scorer
+from personalized_rewardbench.sources import load_source
+from tiny_models import build_tiny_causal_lm, build_tiny_reward_model
+
+
+@pytest.fixture(scope="module")
+def tiny_rm(tmp_path_factory) -> Path:
+    return build_tiny_reward_model(tmp_path_factory.mktemp("models") / "tiny-rm")
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("PRBENCH_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _evaluate(tmp_path: Path, *args: str) -> dict:
+    out = tmp_path / "results"
+    assert main(["evaluate", "--output", str(out), "--no-progress", *args]) == 0
+    [path] = [p for p in out.rglob("results.json") if p.stat().st_mtime == max(q.stat().st_mtime for q in out.rglob("results.json"))]
+    return json.loads(path.read_text()) | {"_dir": str(path.parent)}
+
+
+def _scores(result: dict) -> list[dict]:
+    return [json.loads(line) for line in (Path(result["_dir"]) / "scores.jsonl").read_text().splitlines()]
+
+
+def test_length_baseline_matches_a_hand_count(tmp_path, cache):
+    result = _evaluate(tmp_path, "--model", "baseline:length", "--data", "sample")
+    rows = [row for rows in load_source("sample").rows.values() for row in rows]
+    wins = sum(len(row["chosen"]) > len(row["rejected"]) for row in rows)
+    assert result["accuracy"] == pytest.approx(wins / len(rows))
+    assert result["num_pairs"] == len(rows) == 24
+    assert result["demo_sample"] is True
+
+
+def test_random_baseline_follows_its_documented_rule(tmp_path, cache):
+    result = _evaluate(tmp_path, "--model", "baseline:random", "--data", "sample", "--seed", "7")
+    for record in _scores(result):
+        assert record["chosen_score"] == random.Random(f"7:{record['id']}:chosen").random()
+        assert record["rejected_score"] == random.Random(f"7:{record['id']}:rejected").random()
+    wins = sum(r["chosen_score"] > r["rejected_score"] for r in _scores(result))
+    assert result["accuracy"] == pytest.approx(wins / 24)
+
+
+def test_default_run_is_the_embedding_baseline_on_the_sample(tmp_path, cache, capsys):
+    result = _evaluate(tmp_path)
+    assert (result["model"], result["dataset"], result["protocol"]["profile_k"]) == ("baseline:embedding", "sample", 0)
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1].endswith("results.json") and "demo sample" in "\n".join(out)
+
+
+def test_profile_helps_the_embedding_baseline_on_the_sample(tmp_path, cache):
+    without = _evaluate(tmp_path, "--profile-k", "0")
+    with_profile = _evaluate(tmp_path, "--profile-k", "5")
+    assert with_profile["accuracy"] > without["accuracy"]
+
+
+def test_results_json_is_the_metric_of_scores_jsonl(tmp_path, cache, tiny_rm):
+    result = _evaluate(tmp_path, "--model", str(tiny_rm), "--data", "sample", "--limit", "3", "--profile-k", "2", "--retriever", "bm25")
+    scores = _scores(result)
+    assert [s["id"] for s in scores] == [f"{i}_0_{n}" for i in range(3) for n in range(3)]
+    correct = [s["chosen_score"] > s["rejected_score"] for s in scores]
+    assert result["accuracy"] == pytest.approx(sum(correct) / len(correct))
+    assert result["ties"] == sum(s["chosen_score"] == s["rejected_score"] for s in scores)
+    assert result["mean_margin"] == pytest.approx(sum(s["chosen_score"] - s["rejected_score"] for s in scores) / len(scores))
+    for subset, figures in result["per_subset"].items():
+        mine = [c for c, s in zip(correct, scores) if s["subset"] == subset]
+        assert figures["accuracy"] == pytest.approx(sum(mine) / len(mine)) and figures["num_pairs"] == 3
+    assert result["ci95"][0] <= result["accuracy"] <= result["ci95"][1]
+    protocol = result["protocol"]
+    assert (protocol["profile_k"], protocol["retriever"], protocol["score_rule"], protocol["dtype"]) == (2, "bm25", "logit", "float32")
+    for key in ("benchmark", "dataset_revision", "dataset_version", "model_revision", "model_type", "truncated_pairs", "runtime", "package_version"):
+        assert key in result
+    assert result["runtime"]["pairs_per_second"] > 0
+
+
+def _item_and_scorer(tiny_rm, cache, k, retriever="bm25", template="default"):
+    config = RunConfig(model=str(tiny_rm), data="sample", limit=1, profile_k=k, retriever=retriever, template=template, progress=False, cache_dir=cache)
+    data = prepare_items(config)
+    return data, make_scorer(config)
+
+
+def test_model_input_never_contains_the_answer_key(tiny_rm, cache):
+    data, scorer = _item_and_scorer(tiny_rm, cache, k=15)
+    rows = {row["id"]: row for rows in load_source("sample").rows.values() for row in rows}
+    for item in data.items:
+        chosen_ids, rejected_ids, _ = scorer.encode_pair(item)
+        for ids in (chosen_ids, rejected_ids):
+            text = scorer.tokenizer.decode(ids)
+            row = rows[item.id]
+            secrets = [row["narrative"]] + [a[key] for a in row["rubric_aspects"] for key in ("aspect", "reason")]
+            for secret in secrets:
+                encoded_secret = scorer.tokenizer.decode(scorer.tokenizer(secret, add_special_tokens=False)["input_ids"])
+                assert encoded_secret not in text
+        expected = scorer.tokenizer.apply_chat_template(reward_chat(item, item.chosen), tokenize=True, return_dict=True)["input_ids"]
+        assert list(expected) == chosen_ids
+        assert chosen_ids.count(scorer.tokenizer.bos_token_id) == 2  # one per chat turn, no doubled BOS
+
+
+def test_profile_k_changes_the_input_in_the_retrievers_order(tiny_rm, cache):
+    data0, scorer = _item_and_scorer(tiny_rm, cache, k=0)
+    data3, _ = _item_and_scorer(tiny_rm, cache, k=3)
+    assert scorer.encode_pair(data0.items[0])[0] != scorer.encode_pair(data3.items[0])[0]
+    row = load_source("sample").rows["Art_and_Entertainment"][0]
+    from personalized_rewardbench.retrieval import BM25Retriever
+
+    order = BM25Retriever().rank(row["question"], [p["text"] for p in row["profile"]])
+    assert [p.text for p in data3.items[0].posts] == [row["profile"][i]["text"] for i in order[:3]]
+    text = scorer.tokenizer.decode(scorer.encode_pair(data3.items[0])[0])
+    positions = [text.find(f"post {i} ( category :") for i in (1, 2, 3)]
+    assert -1 not in positions and positions == sorted(positions)
+
+
+def test_rankings_come_from_the_cache_on_the_second_run(tiny_rm, cache):
+    data, _ = _item_and_scorer(tiny_rm, cache, k=2)
+    path = cache_path(cache, load_source("sample").revision, "bm25")
+    stored = json.loads(path.read_text())
+    item_id = data.items[0].id
+    stored[item_id] = list(reversed(stored[item_id]))
+    path.write_text(json.dumps(stored))
+    again, _ = _item_and_scorer(tiny_rm, cache, k=2)
+    row = load_source("sample").rows["Art_and_Entertainment"][0]
+    assert [p.text for p in again.items[0].posts] == [row["profile"][i]["text"] for i in stored[item_id][:2]]
+
+
+def test_upstream_template_at_k0_is_the_question_alone(tiny_rm, cache):
+    data, scorer = _item_and_scorer(tiny_rm, cache, k=0, template="upstream")
+    item = data.items[0]
+    expected = scorer.tokenizer.apply_chat_template(
+        [{"role": "user", "content": item.question}, {"role": "assistant", "content": item.chosen}], tokenize=True, return_dict=True
+    )["input_ids"]
+    assert scorer.encode_pair(item)[0] == list(expected)
+
+
+def test_scores_are_deterministic(tiny_rm, cache, tmp_path):
+    first = _scores(_evaluate(tmp_path / "a", "--model", str(tiny_rm), "--data", "sample", "--limit", "2"))
+    second = _scores(_evaluate(tmp_path / "b", "--model", str(tiny_rm), "--data", "sample", "--limit", "2"))
+    assert first == second
+
+
+def test_long_inputs_drop_lowest_ranked_posts_and_never_the_answer(tiny_rm, cache):
+    data, scorer = _item_and_scorer(tiny_rm, cache, k=15)
+    item = data.items[0]
+    full = len(scorer.encode_answer(item, item.chosen))
+    scorer.max_length = full - 1
+    chosen_ids, _, truncated = scorer.encode_pair(item)
+    assert truncated and len(chosen_ids) <= full - 1
+    text = scorer.tokenizer.decode(chosen_ids)
+    answer = scorer.tokenizer.decode(scorer.tokenizer(item.chosen, add_special_tokens=False)["input_ids"])
+    assert answer in text
+    assert f"post {len(item.posts)} ( category" not in text and "post 1 ( category" in text
+
+
+def test_two_label_heads_use_the_last_class_probability(tmp_path, cache):
+    model = build_tiny_reward_model(tmp_path / "two-label", num_labels=2)
+    result = _evaluate(tmp_path, "--model", str(model), "--data", "sample", "--limit", "1")
+    assert result["protocol"]["score_rule"] == "last_class_prob"
+    assert all(0.0 <= s[key] <= 1.0 for s in _scores(result) for key in ("chosen_score", "rejected_score"))
+
+
+def test_missing_pad_token_gets_a_distinct_one(tmp_path, cache):
+    from transformers import AutoTokenizer
+
+    folder = build_tiny_reward_model(tmp_path / "nopad")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.pad_token = tokenizer.eos_token  # pad == EOS corrupts last-token pooling
+    tokenizer.save_pretrained(folder)
+    config = RunConfig(model=str(folder), data="sample", limit=1, progress=False)
+    scorer = make_scorer(config)
+    assert scorer.tokenizer.pad_token_id != scorer.tokenizer.eos_token_id
+    assert scorer.model.config.pad_token_id == scorer.tokenizer.pad_token_id
+    assert scorer.protocol()["added_pad_token"] is True
+
+
+class _Crash(RuntimeError):
+    pass
+
+
+def test_resume_after_a_crash_gives_identical_output(tiny_rm, cache, tmp_path):
+    args = dict(model=str(tiny_rm), data="sample", limit=3, profile_k=2, retriever="bm25", batch_tokens=600, progress=False, cache_dir=cache)
+    clean = run_evaluation(RunConfig(output=tmp_path / "clean", **args), log=lambda _m: None)
+
+    config = RunConfig(output=tmp_path / "crashy", **args)
+    scorer = make_scorer(config)
+    original, calls = scorer.score, []
+
+    def crash_after_two(items, batch):
+        calls.append(batch)
+        if len(calls) > 2:
+            raise _Crash("killed")
+        return original(items, batch)
+
+    scorer.score = crash_after_two
+    with pytest.raises(_Crash):
+        run_evaluation(config, scorer=scorer, log=lambda _m: None)
+    partial = next((clean.run_dir.parent.parent.parent / "crashy").rglob(f"{PARTIAL_DIR}/rank-0.jsonl"))
+    done_before = len(partial.read_text().splitlines())
+    assert 0 < done_before < 9
+    with partial.open("a") as handle:  # a torn last line, as after kill -9 mid-write
+        handle.write('{"id": "0_0_2", "subset": "Art_and')
+    resumed = run_evaluation(config, log=lambda _m: None)
+    assert (resumed.run_dir / "scores.jsonl").read_text() == (clean.run_dir / "scores.jsonl").read_text()
+    strip = lambda r: {k: v for k, v in r.items() if k not in ("runtime", "created_at")}  # noqa: E731
+    assert strip(resumed.results) == strip(clean.results)
+    assert resumed.results["runtime"]["pairs_scored"] == 9 - done_before
+    assert not (resumed.run_dir / PARTIAL_DIR).exists()
+    again = run_evaluation(config, log=lambda _m: None)
+    assert again.reused and again.results == resumed.results
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "/nonexistent/model-dir"], "cannot load"),
+        (["--model", "baseline:length", "--subset", "Cooking"], "unknown subset 'Cooking'"),
+        (["--model", "baseline:length", "--profile-k", "-1"], "--profile-k must be 0 or more"),
+        (["--model", "baseline:length", "--data", "/nonexistent/data"], "does not exist"),
+        (["--model", "baseline:length", "--retriever", "tfidf"], "unknown --retriever"),
+        (["--model", "baseline:nope", "--data", "sample"], "unknown baseline"),
+    ],
+)
+def test_user_errors_are_one_line(tmp_path, cache, capsys, args, message):
+    assert main(["evaluate", "--output", str(tmp_path), "--no-progress", "--data", "sample", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and message in err and "Traceback" not in err
+
+
+def test_unreadable_data_is_one_line(tmp_path, cache, capsys):
+    bad = tmp_path / "data" / "Society_and_Culture"
+    bad.mkdir(parents=True)
+    (bad / "test-00000-of-00001.parquet").write_bytes(b"not parquet at all")
+    assert main(["evaluate", "--model", "baseline:length", "--data", str(tmp_path / "data"), "--output", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "cannot read" in err
+
+
+def test_checkpoint_without_a_classification_head_is_refused(tmp_path, cache, capsys):
+    lm = build_tiny_causal_lm(tmp_path / "lm")
+    assert main(["evaluate", "--model", str(lm), "--data", "sample", "--limit", "1", "--output", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "no trained classification head" in err
+
+
+def test_contriever_falls_back_to_minilm_offline_and_says_so(tmp_path, cache, capsys):
+    result = _evaluate(tmp_path, "--model", "baseline:length", "--data", "sample", "--limit", "1", "--profile-k", "2", "--retriever", "contriever")
+    assert result["protocol"]["retriever"] == "minilm"
+    assert "using minilm instead" in capsys.readouterr().out
+
+
+def test_leaderboard_prints_runs_and_writes_a_chart(tmp_path, cache, capsys):
+    _evaluate(tmp_path, "--model", "baseline:length", "--data", "sample")
+    _evaluate(tmp_path, "--model", "baseline:random", "--data", "sample")
+    capsys.readouterr()
+    assert main(["leaderboard", str(tmp_path / "results")]) == 0
+    out = capsys.readouterr().out
+    assert "baseline:length" in out and "baseline:random" in out and "demo-sample runs" in out
+    png = tmp_path / "results" / "leaderboard.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
