@@ -91,7 +91,7 @@ def run_identity(config: RunConfig, data: PreparedData, scorer: Scorer) -> dict[
             "retriever": data.retriever,
             "subsets": sorted({item.subset for item in data.items}),
             "limit": config.limit,
-            **{"template": config.template},
+            "template": config.template,
             **scorer.protocol(),
         },
     }
@@ -163,6 +163,10 @@ def run_evaluation(
 
     done = _load_partials(run_dir)
     batches = scorer.plan(data.items)[rank::world_size]
+    for notice in getattr(scorer, "notices", []):  # e.g. pairs the shared-prefix path scores in full
+        data.notices.append(notice)
+        if rank == 0:
+            log(notice)
     todo = [batch for batch in batches if not all(data.items[i].id in done for i in batch)]
     log_file = ScoreLog(run_dir / PARTIAL_DIR / f"rank-{rank}.jsonl")
     total = sum(len(batch) for batch in todo)

@@ -48,7 +48,12 @@ def plan_push(folder: Path, repo_id: str, tag: str) -> PushPlan:
 def push_release(plan: PushPlan, token: str | None = None, endpoint: str | None = None) -> str:
     """Upload and tag; return the commit id. Refuses when the tag already exists on the repo."""
     from huggingface_hub import HfApi, get_token
-    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled, RepositoryNotFoundError
+
+    try:
+        from httpx2 import TransportError  # the HTTP client of huggingface_hub 2.x
+    except ImportError:
+        from httpx import TransportError  # huggingface_hub 1.x
 
     token = token or get_token()
     if not token:
@@ -67,10 +72,21 @@ def push_release(plan: PushPlan, token: str | None = None, endpoint: str | None 
             repo_type="dataset",
             folder_path=str(plan.folder),
             commit_message=f"Release {plan.tag}",
-            ignore_patterns=[".*"],
+            ignore_patterns=[".*", "*/.*"],  # hidden files at any depth, as plan_push lists them
         )
         api.create_tag(plan.repo_id, repo_type="dataset", tag=plan.tag, revision=commit.oid, tag_message=f"Release {plan.tag}")
     except HfHubHTTPError as error:
         status = getattr(error.response, "status_code", "?")
         raise UserError(f"push to {plan.repo_id} failed (HTTP {status}); check the token's write access and the repo id") from None
+    except OfflineModeIsEnabled:
+        raise UserError(f"HF_HUB_OFFLINE is set: unset it to push to {plan.repo_id}") from None
+    except TransportError as error:
+        reason = (str(error).splitlines() or [type(error).__name__])[0]
+        raise UserError(f"cannot reach {api.endpoint} ({reason}); check the network or HF_ENDPOINT") from None
+    except ValueError as error:  # upload_folder: the Hub's README metadata check (POST /api/validate-yaml) failed
+        lines = str(error).splitlines()
+        if not lines or not lines[0].startswith("Invalid metadata in README.md"):
+            raise
+        problems = "; ".join(line.lstrip("- ") for line in lines[1:] if line.strip()) or "no details"
+        raise UserError(f"{plan.folder / 'README.md'}: the Hub rejects its metadata: {problems}") from None
     return commit.oid

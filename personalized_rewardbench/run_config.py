@@ -21,7 +21,7 @@ class RunConfig:
     subsets: list[str] = field(default_factory=list)  # empty: all
     limit: int | None = None
     profile_k: int = 0
-    retriever: str = "minilm"
+    retriever: str = "contriever"  # falls back to minilm (offline) when contriever cannot be loaded
     template: str = "default"
     model_type: str = "auto"
     revision: str | None = None
