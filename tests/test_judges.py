@@ -1,0 +1,378 @@
+"""LLM judges: verdict parsing, both orders, prompt contents, shared-prefix logits, figures, resume, CLI.
+
+A tiny random Llama (tests/tiny_models.py) stands in for the judge: its verdicts are meaningless but
+deterministic, and in generate mode it mostly states no verdict, which must be reported as such.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from personalized_rewardbench import cli
+from personalized_rewardbench.engine import prepare_items, run_evaluation
+from personalized_rewardbench.errors import UserError
+from personalized_rewardbench.judge_backends import shared_prefix_length
+from personalized_rewardbench.judge_prompts import pairwise_chat
+from personalized_rewardbench.judges import NO_RATING_SCORE, PairwiseJudge, ScoreJudge, judge_figures, make_judge
+from personalized_rewardbench.leaderboard import leaderboard_rows
+from personalized_rewardbench.registry import resolve_spec
+from personalized_rewardbench.run_config import RunConfig
+from personalized_rewardbench.scorer_factory import make_scorer
+from personalized_rewardbench.sources import load_source
+from personalized_rewardbench.verdicts import choice_token_ids, parse_rating, parse_verdict, strip_reasoning
+
+from tiny_models import build_tiny_causal_lm
+
+# --------------------------------------------------------------------------------------------------
+# Fixtures and helpers
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_lm(tmp_path_factory) -> Path:
+    return build_tiny_causal_lm(tmp_path_factory.mktemp("judge") / "tiny-lm")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRBENCH_CACHE", str(tmp_path / "prbench-cache"))
+
+
+def _args(model: Path, output: Path, model_type: str = "judge-pairwise", *extra: str) -> list[str]:
+    return [
+        "evaluate", "--model", str(model), "--model-type", model_type, "--data", "sample", "--limit", "2",
+        "--output", str(output), "--cache-dir", str(output.parent / "cache"), "--dtype", "float32", "--no-progress", *extra,
+    ]
+
+
+def _run(args: list[str]) -> tuple[dict, list[dict]]:
+    assert cli.main(args) == 0
+    output = Path(args[args.index("--output") + 1])
+    (results_path,) = output.rglob("results.json")
+    records = [json.loads(line) for line in (results_path.parent / "scores.jsonl").read_text().splitlines()]
+    return json.loads(results_path.read_text()), records
+
+
+def _config(model: Path, output: Path, **overrides) -> RunConfig:
+    settings = dict(model=str(model), model_type="judge-pairwise", data="sample", limit=2, output=output,
+                    cache_dir=output.parent / "cache", dtype="float32", progress=False)
+    settings.update(overrides)
+    return RunConfig(**settings)
+
+
+def _contains(haystack: list[int], needle: list[int]) -> int:
+    """Index of `needle` as a contiguous run in `haystack`, or -1."""
+    for start in range(len(haystack) - len(needle) + 1):
+        if haystack[start : start + len(needle)] == needle:
+            return start
+    return -1
+
+
+def _stable(results: dict) -> dict:
+    return {key: value for key, value in results.items() if key not in ("runtime", "created_at")}
+
+
+@pytest.fixture(scope="module")
+def pairwise_logits_run(tiny_lm, tmp_path_factory):
+    """One uninterrupted logits run, one pair per batch (the reference for the resume test)."""
+    output = tmp_path_factory.mktemp("pairwise-logits") / "out"
+    return _run(_args(tiny_lm, output, "judge-pairwise", "--batch-tokens", "1"))
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading verdicts and ratings
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "verdict"),
+    [
+        ("Result: A", "A"),
+        ("Answer B is more concrete.\n\nResult: B", "B"),
+        ("**Result:** b", "B"),
+        ("**Result**: A.", "A"),
+        ("result: a", "A"),
+        ("Result: [B]", "B"),
+        ("Result: Answer A\nThanks for asking!", "A"),
+        ("Result: B -- it respects the user's time budget.", "B"),
+        ("<think>Result: A looks right... no.</think>\nResult: B", "B"),
+        ("<think>I would say Result: A but the user wants", None),  # unclosed reasoning: no verdict
+        ("A first thought was Result: A. On reflection, Result: B.", "B"),  # last Result wins
+        ("Result: A or Result: B", "B"),
+        ("Both answers mention A and B equally.", None),
+        ("Result: a tie, really", None),  # the article, not a verdict
+        ("The results are in: A", None),
+        ("", None),
+    ],
+)
+def test_parse_verdict(text, verdict):
+    assert parse_verdict(text) == verdict
+
+
+def test_strip_reasoning_handles_prompt_opened_think_blocks():
+    assert strip_reasoning("long reasoning, Result: A</think>Result: B") == "Result: B"
+    assert parse_verdict("long reasoning, Result: A</think>no verdict here") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "rating"),
+    [("Rating: 7", 7.0), ("**Rating:** 10/10", 10.0), ("rating: 3.5 overall", 3.5), ("Rating: 4\nRating: 9", 9.0),
+     ("<think>Rating: 2</think>Rating: 8", 8.0), ("Rating: 11", None), ("I'd give it a ten", None), ("", None)],
+)
+def test_parse_rating(text, rating):
+    assert parse_rating(text) == rating
+
+
+def test_choice_tokens_of_a_lower_casing_tokenizer(tiny_lm):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_lm)
+    letters = choice_token_ids(tokenizer, ["A", "B"])
+    assert letters == {"A": [tokenizer.convert_tokens_to_ids("a")], "B": [tokenizer.convert_tokens_to_ids("b")]}
+    ratings = choice_token_ids(tokenizer, [str(n) for n in range(11)])
+    assert all(len(ids) == 1 for ids in ratings.values())  # WordPiece has "10" as one token
+    assert len({ids[0] for ids in ratings.values()}) == 11
+    assert tokenizer.decode(ratings["10"]) == "10"
+
+
+# --------------------------------------------------------------------------------------------------
+# Figures and records from verdicts
+# --------------------------------------------------------------------------------------------------
+
+
+def test_judge_figures_match_a_hand_computation():
+    verdicts = [(1, 1), (1, 0), (0, 0), (-1, 1), (1, -1)]
+    subsets = ["Art", "Art", "Society", "Society", "Society"]
+    records = [{"subset": s, "verdict_chosen_first": a, "verdict_chosen_second": b} for s, (a, b) in zip(subsets, verdicts)]
+    figures = judge_figures(records)
+    assert figures["accuracy"] == 5 / 10
+    assert figures["consistent_accuracy"] == 1 / 5
+    assert figures["accuracy_chosen_first"] == 3 / 5 and figures["accuracy_chosen_second"] == 2 / 5
+    assert figures["position_bias"] == pytest.approx(1 / 5)
+    assert figures["no_verdict"] == figures["ties"] == 2
+    assert figures["num_verdicts"] == 10
+    assert figures["per_subset"]["Art"] == {**figures["per_subset"]["Art"], "accuracy": 3 / 4, "num_pairs": 2, "num_verdicts": 4, "ties": 0}
+    assert figures["per_subset"]["Society"]["accuracy"] == 2 / 6
+    assert figures["macro_accuracy"] == pytest.approx((3 / 4 + 2 / 6) / 2)
+
+
+def test_generated_verdicts_map_to_chosen_in_both_orders():
+    # A judge that always answers "A" prefers chosen in the first order only.
+    record = PairwiseJudge._from_texts("Result: A", "**Result:** a")
+    assert (record["verdict_chosen_first"], record["verdict_chosen_second"]) == (1, 0)
+    assert record["chosen_score"] == 0.0 and record["rejected_score"] == 0.0
+    record = PairwiseJudge._from_texts("<think>Result: B</think>Result: A", "Result: B")
+    assert (record["verdict_chosen_first"], record["verdict_chosen_second"]) == (1, 1)
+    assert record["chosen_score"] == 1.0 and record["rejected_score"] == -1.0
+    # No verdict stays no verdict (never "A"), and the long text is kept clipped at its end.
+    record = PairwiseJudge._from_texts("x" * 5000 + " undecided", "Result: B")
+    assert (record["verdict_chosen_first"], record["verdict_chosen_second"]) == (-1, 1)
+    assert record["chosen_score"] == 0.5
+    assert len(record["text_chosen_first"]) == 2001 and record["text_chosen_first"].endswith("undecided")
+
+
+def test_logit_margins_become_verdicts_and_scores():
+    record = PairwiseJudge._from_logprobs([{"A": -0.5, "B": -1.5}, {"A": -0.2, "B": -3.0}])
+    assert record["margin_chosen_first"] == pytest.approx(1.0) and record["verdict_chosen_first"] == 1
+    assert record["margin_chosen_second"] == pytest.approx(-2.8) and record["verdict_chosen_second"] == 0
+    assert record["chosen_score"] == pytest.approx((math.tanh(0.5) + math.tanh(-1.4)) / 2)
+    tie = PairwiseJudge._from_logprobs([{"A": -1.0, "B": -1.0}, {"A": -1.0, "B": -1.0}])
+    assert tie["verdict_chosen_first"] == tie["verdict_chosen_second"] == -1
+
+
+# --------------------------------------------------------------------------------------------------
+# Prompts: both orders really asked, nothing of the answer key
+# --------------------------------------------------------------------------------------------------
+
+
+def test_both_orders_are_asked_and_no_answer_key_leaks(tiny_lm, tmp_path):
+    config = _config(tiny_lm, tmp_path / "out", profile_k=2, retriever="bm25")
+    items = prepare_items(config, log=lambda _: None).items
+    judge = make_scorer(config)
+    asked: list[list[list[int]]] = []
+    original = judge.backend.next_token_logprobs
+    judge.backend.next_token_logprobs = lambda groups, ids, **kw: asked.extend(groups) or original(groups, ids, **kw)
+    for batch in judge.plan(items):
+        judge.score(items, batch)
+    assert len(asked) == len(items)
+    tokenizer = judge.tokenizer
+    by_prompt = {tuple(group[0]): group for group in asked}
+    rows = {row["id"]: row for rows in load_source("sample").rows.values() for row in rows}
+    for item in items:
+        first, second = by_prompt[tuple(judge.encode_item(item)[0][0])]
+        assert first != second
+        chosen = tokenizer(item.chosen, add_special_tokens=False)["input_ids"]
+        rejected = tokenizer(item.rejected, add_special_tokens=False)["input_ids"]
+        marker_a = tokenizer("[Answer A]", add_special_tokens=False)["input_ids"]
+        marker_b = tokenizer("[Answer B]", add_special_tokens=False)["input_ids"]
+        for prompt, (answer_a, answer_b) in ((first, (chosen, rejected)), (second, (rejected, chosen))):
+            a, b = _contains(prompt, marker_a), _contains(prompt, marker_b)
+            assert -1 < a < _contains(prompt, answer_a) < b < _contains(prompt, answer_b)
+            assert prompt[-2:] == tokenizer("Result:", add_special_tokens=False)["input_ids"]
+            post = tokenizer(item.posts[0].text, add_special_tokens=False)["input_ids"]
+            assert len(item.posts) == 2 and _contains(prompt, post) > -1
+            row = rows[item.id]
+            secrets = [row["narrative"]] + [aspect[key] for aspect in row["rubric_aspects"] for key in ("aspect", "evidence", "reason")]
+            for secret in secrets:
+                assert _contains(prompt, tokenizer(secret, add_special_tokens=False)["input_ids"]) == -1
+        for chosen_first in (True, False):
+            text = json.dumps(pairwise_chat(item, chosen_first))
+            assert rows[item.id]["narrative"] not in text
+            assert not any(aspect["aspect"] in text or aspect["evidence"] in text for aspect in rows[item.id]["rubric_aspects"])
+
+
+def test_shared_prefix_logits_equal_full_forward(tiny_lm, tmp_path):
+    config = _config(tiny_lm, tmp_path / "out", profile_k=3, retriever="bm25")
+    items = prepare_items(config, log=lambda _: None).items
+    judge = make_scorer(config)
+    backend = judge.backend
+    groups = [judge.encode_item(item)[0] for item in items]
+    for group in groups:
+        length = shared_prefix_length(group)
+        assert length > 20 and all(seq[:length] == group[0][:length] for seq in group)
+    vocab = list(range(len(judge.tokenizer)))
+    shared = torch.tensor(backend.next_token_logprobs(groups, vocab, shared_prefix=True))
+    assert backend.stats["prefix_tokens_reused"] > 0
+    full = torch.tensor(backend.next_token_logprobs(groups, vocab, shared_prefix=False))
+    assert shared.shape == (len(items), 2, len(vocab))
+    assert (shared - full).abs().max().item() < 1e-4
+    alone = torch.tensor(backend.next_token_logprobs([[groups[0][1]]], vocab, shared_prefix=False))[0, 0]
+    assert (alone - shared[0, 1]).abs().max().item() < 1e-4  # padding does not move anything
+
+
+def test_batched_greedy_generation_equals_one_by_one(tiny_lm, tmp_path):
+    config = _config(tiny_lm, tmp_path / "out", judge_mode="generate")
+    items = prepare_items(config, log=lambda _: None).items
+    judge = make_scorer(config)
+    prompts = [judge.encode_item(item)[0][0] for item in items[:3]]
+    assert len(set(map(len, prompts))) > 1  # really padded
+    batched = judge.backend.generate(prompts, 6)
+    assert batched == [judge.backend.generate([prompt], 6)[0] for prompt in prompts]
+    assert all(text for text in batched)
+
+
+def test_expected_rating():
+    assert ScoreJudge._expected({"0": math.log(0.5), "10": math.log(0.5)}) == pytest.approx(5.0)
+    assert ScoreJudge._expected({"2": math.log(0.1), "4": math.log(0.3), "9": -math.inf}) == pytest.approx(3.5)
+
+
+# --------------------------------------------------------------------------------------------------
+# End to end through the CLI
+# --------------------------------------------------------------------------------------------------
+
+
+def test_pairwise_logits_run_reports_figures_from_its_verdicts(pairwise_logits_run):
+    results, records = pairwise_logits_run
+    assert len(records) == 6 and results["model_type"] == "judge-pairwise"
+    assert results["protocol"]["judge_mode"] == "logits" and results["protocol"]["judge_prompt"] == "pairwise-v1"
+    assert results["protocol"]["backend"] == "transformers" and results["protocol"]["dtype"] == "float32"
+    assert "max_new_tokens" not in results["protocol"]
+    first = [r["verdict_chosen_first"] for r in records]
+    second = [r["verdict_chosen_second"] for r in records]
+    for record in records:
+        for order in ("first", "second"):
+            margin, verdict = record[f"margin_chosen_{order}"], record[f"verdict_chosen_{order}"]
+            assert verdict == (1 if margin > 0 else 0 if margin < 0 else -1)
+        expected = (math.tanh(record["margin_chosen_first"] / 2) + math.tanh(record["margin_chosen_second"] / 2)) / 2
+        assert record["chosen_score"] == pytest.approx(expected) and record["rejected_score"] == pytest.approx(-expected)
+    verdicts = first + second
+    assert results["accuracy"] == sum(v == 1 for v in verdicts) / 12
+    assert results["consistent_accuracy"] == sum(a == b == 1 for a, b in zip(first, second)) / 6
+    assert results["position_bias"] == pytest.approx(sum(v == 1 for v in first) / 6 - sum(v == 1 for v in second) / 6)
+    assert results["no_verdict"] == sum(v == -1 for v in verdicts)
+    assert results["num_pairs"] == 6 and results["num_verdicts"] == 12
+    for subset, figures in results["per_subset"].items():
+        mine = [v for r in records if r["subset"] == subset for v in (r["verdict_chosen_first"], r["verdict_chosen_second"])]
+        assert figures["accuracy"] == sum(v == 1 for v in mine) / len(mine) and figures["num_verdicts"] == 4
+    from personalized_rewardbench.accuracy import pairwise_accuracy
+
+    assert results["ci95"] == pytest.approx(list(map(pairwise_accuracy(verdicts).get, ("ci95_low", "ci95_high"))))
+
+
+def test_pairwise_generate_reports_unparsable_answers_as_no_verdict(tiny_lm, tmp_path):
+    results, records = _run(_args(tiny_lm, tmp_path / "out", "judge-pairwise", "--judge-mode", "generate", "--max-new-tokens", "8"))
+    assert results["protocol"]["judge_mode"] == "generate" and results["protocol"]["max_new_tokens"] == 8
+    for record in records:
+        assert record["margin_chosen_first"] is None and record["margin_chosen_second"] is None
+        for order, chosen_letter in (("first", "A"), ("second", "B")):
+            letter = parse_verdict(record[f"text_chosen_{order}"])
+            assert record[f"verdict_chosen_{order}"] == (-1 if letter is None else int(letter == chosen_letter))
+    verdicts = [r[f"verdict_chosen_{order}"] for r in records for order in ("first", "second")]
+    assert results["no_verdict"] == results["ties"] == verdicts.count(-1) > 0
+    assert results["accuracy"] == verdicts.count(1) / 12
+
+
+def test_score_judge_logits_gives_expected_ratings(tiny_lm, tmp_path):
+    results, records = _run(_args(tiny_lm, tmp_path / "out", "judge-score"))
+    assert results["model_type"] == "judge-score" and results["protocol"]["judge_prompt"] == "score-v1"
+    assert results["protocol"]["rating_tokens"] == "0-10"
+    for record in records:
+        assert 0.0 <= record["chosen_score"] <= 10.0 and record["chosen_score"] == record["rating_chosen"]
+        assert record["rejected_score"] == record["rating_rejected"] and record["no_verdict"] == 0
+    wins = sum(r["chosen_score"] > r["rejected_score"] for r in records)
+    assert results["accuracy"] == wins / 6 and results["no_verdict"] == 0
+
+
+def test_score_judge_generate_counts_missing_ratings_as_ties(tiny_lm, tmp_path):
+    results, records = _run(_args(tiny_lm, tmp_path / "out", "judge-score", "--judge-mode", "generate", "--max-new-tokens", "8"))
+    for record in records:
+        assert record["rating_chosen"] == parse_rating(record["text_chosen"])
+        assert record["no_verdict"] == (record["rating_chosen"] is None) + (record["rating_rejected"] is None)
+        if record["no_verdict"]:
+            assert record["chosen_score"] == record["rejected_score"] == NO_RATING_SCORE
+    assert results["no_verdict"] == sum(r["no_verdict"] for r in records) > 0
+    assert results["no_verdict_pairs"] == results["ties"] == sum(1 for r in records if r["no_verdict"])
+
+
+def test_interrupted_judge_run_resumes_to_the_same_results(tiny_lm, tmp_path, pairwise_logits_run):
+    output = tmp_path / "out"
+    config = _config(tiny_lm, output, batch_tokens=1)
+    scorer = make_scorer(config)
+    score, calls = scorer.score, []
+
+    def crash_after_first_batch(items, batch):
+        if calls:
+            raise RuntimeError("simulated crash")
+        calls.append(batch)
+        return score(items, batch)
+
+    scorer.score = crash_after_first_batch
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        run_evaluation(config, scorer=scorer, log=lambda _: None)
+    (partial,) = output.rglob("rank-0.jsonl")
+    assert len(partial.read_text().splitlines()) == 1
+    results, records = _run(_args(tiny_lm, output, "judge-pairwise", "--batch-tokens", "1"))
+    reference_results, reference_records = pairwise_logits_run
+    assert records == reference_records
+    assert _stable(results) == _stable(reference_results)
+    assert results["runtime"]["pairs_scored"] == 5
+
+
+def test_vllm_backend_without_vllm_fails_in_one_line(tiny_lm, tmp_path, capsys):
+    assert cli.main(_args(tiny_lm, tmp_path / "out", "judge-pairwise", "--backend", "vllm")) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "vllm" in error and error.startswith("prbench: error:")
+
+
+def test_bad_judge_settings_fail_in_one_line(tiny_lm, tmp_path, capsys):
+    assert cli.main(_args(tiny_lm, tmp_path / "out", "judge-score", "--max-new-tokens", "0")) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    with pytest.raises(UserError, match="judge type"):
+        make_judge(_config(tiny_lm, tmp_path / "x"), resolve_spec(str(tiny_lm)), "judge-listwise")
+
+
+def test_leaderboard_lists_judges_beside_other_scorers(pairwise_logits_run, tmp_path):
+    results, _ = pairwise_logits_run
+    run_folder = tmp_path / "board"
+    assert cli.main(["evaluate", "--model", "baseline:length", "--data", "sample", "--limit", "2", "--output", str(run_folder), "--no-progress"]) == 0
+    judge_results = run_folder / "judge" / "results.json"
+    judge_results.parent.mkdir(parents=True)
+    judge_results.write_text(json.dumps(results))
+    rows = {row["type"]: row for row in leaderboard_rows(run_folder)}
+    assert set(rows) == {"baseline", "judge-pairwise"}
+    assert rows["judge-pairwise"]["protocol"].endswith("logits") and rows["judge-pairwise"]["accuracy"] == results["accuracy"]
