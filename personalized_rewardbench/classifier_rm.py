@@ -4,10 +4,16 @@ Input: the two-turn chat [user: question (+ top-k posts), assistant: answer] thr
 chat template, tokenized directly (no render-then-retokenize, so no double BOS). Tokenizers without a
 chat template get the (user text, answer) pair encoding. Over-long inputs lose their lowest-ranked
 profile posts first; the answer is never cut.
+
+Batches hold pairs sorted by length under a token budget (`batch_tokens`). For decoder-only models
+the pair's shared prefix (the chat up to the answer) runs once and both answers are scored from its
+KV cache (`prefix_scoring`); pairs or models where that is not exact are scored in full, and
+`runtime_stats()` says how many.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -21,9 +27,29 @@ from personalized_rewardbench.model_loading import (
     load_tokenizer,
     model_revision,
 )
+from personalized_rewardbench.prefix_scoring import (
+    PairLayout,
+    pair_layout,
+    shared_prefix_batches,
+    shared_prefix_cost,
+    shared_prefix_logits,
+    shared_prefix_support,
+)
 from personalized_rewardbench.prompts import reward_chat, user_message
 from personalized_rewardbench.registry import ModelSpec
 from personalized_rewardbench.scoring import ScoreRecord, token_budget_batches
+
+#: Shared-prefix scores may differ from full scores by float rounding only; the check before scoring allows this much.
+_CHECK_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-8}
+_CHECK_TOLERANCE_HALF = 5e-2
+
+
+@dataclass(frozen=True)
+class EncodedPair:
+    chosen: list[int]
+    rejected: list[int]
+    truncated: bool
+    layout: PairLayout  # layout.prefix > 0: scored from a shared prefix of that many tokens
 
 
 class ClassifierScorer:
@@ -41,6 +67,7 @@ class ClassifierScorer:
         dtype: str = "auto",
         template: str = "default",
         batch_tokens: int = 16384,
+        shared_prefix: bool = True,
     ):
         self.name = model
         self.spec = spec
@@ -54,9 +81,14 @@ class ClassifierScorer:
         self.score_rule = spec.score_rule if spec.score_rule != "auto" else ("logit" if num_labels == 1 else "last_class_prob")
         limit = getattr(self.model.config, "max_position_embeddings", None) or spec.max_length
         self.max_length = min(spec.max_length, limit)
-        self._encoded: dict[int, tuple[list[int], list[int], bool]] = {}
-        self.padding_tokens = 0
-        self.total_tokens = 0
+        if shared_prefix:
+            self.shared_prefix, self.shared_prefix_note, self._max_shared_length = shared_prefix_support(self.model)
+        else:
+            self.shared_prefix, self.shared_prefix_note, self._max_shared_length = False, "disabled by --no-shared-prefix", None
+        self._encoded: dict[int, EncodedPair] = {}
+        self._checked = False  # the shared-prefix check before the first batch has run (see `_self_check`)
+        self._stats: dict[str, Any] = {}
+        self.notices: list[str] = []
 
     def protocol(self) -> dict[str, Any]:
         return {
@@ -69,8 +101,8 @@ class ClassifierScorer:
         }
 
     def runtime_stats(self) -> dict[str, Any]:
-        fraction = self.padding_tokens / self.total_tokens if self.total_tokens else 0.0
-        return {"padding_fraction": round(fraction, 4), "batch_tokens": self.batch_tokens}
+        """Figures of the whole batch plan (identical on every process of a multi-process run)."""
+        return {"batch_tokens": self.batch_tokens, **self._stats}
 
     # -- encoding ---------------------------------------------------------------------------------
     def encode_answer(self, item: EvalItem, answer: str) -> list[int]:
@@ -80,19 +112,105 @@ class ClassifierScorer:
             return list(encoded["input_ids"])
         return list(self.tokenizer(user_message(item, self.template), answer, truncation=False)["input_ids"])
 
-    def encode_pair(self, item: EvalItem) -> tuple[list[int], list[int], bool]:
-        """(chosen ids, rejected ids, truncated): drops lowest-ranked posts until both fit `max_length`."""
+    def encode_prompt(self, item: EvalItem) -> list[int]:
+        """Token ids of the input up to the start of the answer (the chat's generation prompt)."""
+        if self.tokenizer.chat_template:
+            chat = reward_chat(item, "", self.template)[:1]
+            encoded = self.tokenizer.apply_chat_template(chat, tokenize=True, return_dict=True, add_generation_prompt=True)
+            return list(encoded["input_ids"])
+        return list(self.tokenizer(user_message(item, self.template), truncation=False)["input_ids"])
+
+    def _fit(self, item: EvalItem) -> tuple[EvalItem, list[int], list[int], bool]:
         for keep in range(len(item.posts), -1, -1):
             trimmed = item.with_posts(keep)
             chosen, rejected = self.encode_answer(trimmed, item.chosen), self.encode_answer(trimmed, item.rejected)
             if max(len(chosen), len(rejected)) <= self.max_length or keep == 0:
-                return chosen, rejected, keep < len(item.posts) or max(len(chosen), len(rejected)) > self.max_length
+                return trimmed, chosen, rejected, keep < len(item.posts) or max(len(chosen), len(rejected)) > self.max_length
         raise AssertionError("unreachable")
 
+    def encode_pair(self, item: EvalItem) -> tuple[list[int], list[int], bool]:
+        """(chosen ids, rejected ids, truncated): drops lowest-ranked posts until both fit `max_length`."""
+        _trimmed, chosen, rejected, truncated = self._fit(item)
+        return chosen, rejected, truncated
+
+    def _encode(self, item: EvalItem) -> EncodedPair:
+        trimmed, chosen, rejected, truncated = self._fit(item)
+        layout = PairLayout(0, self.shared_prefix_note)
+        if self.shared_prefix:
+            try:
+                prompt = self.encode_prompt(trimmed)
+            except Exception:  # noqa: BLE001 - a template that cannot render the prompt alone: score in full
+                prompt = []
+            layout = pair_layout(prompt, chosen, rejected, self.tokenizer.pad_token_id)
+            if layout.prefix and self._max_shared_length is not None and max(len(chosen), len(rejected)) > self._max_shared_length:
+                layout = PairLayout(0, "input longer than the model's sliding attention window")
+        return EncodedPair(chosen, rejected, truncated, layout)
+
+    # -- planning ---------------------------------------------------------------------------------
     def plan(self, items: list[EvalItem]) -> list[list[int]]:
-        self._encoded = {i: self.encode_pair(item) for i, item in enumerate(items)}
-        lengths = [2 * max(len(c), len(r)) for c, r, _ in (self._encoded[i] for i in range(len(items)))]
-        return token_budget_batches(lengths, self.batch_tokens)
+        """Shared-prefix batches, then full-scoring batches; each within `batch_tokens` (a lone over-long pair excepted)."""
+        self._encoded = {i: self._encode(item) for i, item in enumerate(items)}
+        shared = [i for i in range(len(items)) if self._encoded[i].layout.prefix]
+        if shared and not self._checked and not self._self_check(self._encoded[shared[0]]):
+            self._encoded = {i: EncodedPair(p.chosen, p.rejected, p.truncated, PairLayout(0, self.shared_prefix_note)) for i, p in self._encoded.items()}
+            shared = []
+        full = [i for i in range(len(items)) if not self._encoded[i].layout.prefix]
+        shapes = [self._shape(self._encoded[i]) for i in shared]
+        batches = [[shared[j] for j in batch] for batch in shared_prefix_batches(shapes, self.batch_tokens, max_length=self._max_shared_length)]
+        lengths = [2 * max(len(self._encoded[i].chosen), len(self._encoded[i].rejected)) for i in full]
+        batches += [[full[j] for j in batch] for batch in token_budget_batches(lengths, self.batch_tokens)]
+        self._record_plan(items, batches, len(shared))
+        return batches
+
+    @staticmethod
+    def _shape(pair: EncodedPair) -> tuple[int, int]:
+        prefix = pair.layout.prefix
+        return prefix, max(len(pair.chosen), len(pair.rejected)) - prefix
+
+    def _record_plan(self, items: list[EvalItem], batches: list[list[int]], shared: int) -> None:
+        computed = real = 0
+        for batch in batches:
+            pairs = [self._encoded[i] for i in batch]
+            real += sum(len(p.chosen) + len(p.rejected) - p.layout.prefix for p in pairs)
+            if pairs[0].layout.prefix:
+                computed += shared_prefix_cost([self._shape(p) for p in pairs])
+            else:
+                computed += 2 * len(pairs) * max(max(len(p.chosen), len(p.rejected)) for p in pairs)
+        fallbacks = len(items) - shared
+        reasons = sorted({self._encoded[i].layout.reason for i in range(len(items)) if not self._encoded[i].layout.prefix})
+        mode: bool | str = True if shared and not fallbacks else ("partial" if shared else False)
+        self._stats = {
+            "padding_fraction": round(1 - real / computed, 4) if computed else 0.0,
+            "batches": len(batches),
+            "tokens_computed": computed,
+            "shared_prefix": mode,
+            "shared_prefix_pairs": shared,
+            "shared_prefix_fallbacks": fallbacks,
+        }
+        if reasons:
+            self._stats["shared_prefix_note"] = "; ".join(reasons)
+        self.notices = []
+        if mode == "partial" or (mode is False and items and self.shared_prefix_note != "disabled by --no-shared-prefix"):
+            self.notices.append(
+                f"shared prefix: {mode if mode else 'off'} -- {fallbacks} of {len(items)} pairs scored in full ({'; '.join(reasons)})"
+            )
+
+    def _self_check(self, pair: EncodedPair) -> bool:
+        """Once per model: a short slice of a real pair scored both ways must agree, else share nothing."""
+        self._checked = True
+        prefix = pair.layout.prefix
+        chosen, rejected = pair.chosen[prefix:][-24:], pair.rejected[prefix:][-24:]
+        sizes = sorted({min(prefix, 48), max(1, min(prefix, 48) // 2)})
+        triples = [(pair.chosen[:size], chosen, rejected) for size in sizes]
+        shared = self._scores(shared_prefix_logits(self.model, triples, self.tokenizer.pad_token_id, self.device))
+        full = self._scores(self._full_logits([p + s for p, c, r in triples for s in (c, r)]))
+        tolerance = _CHECK_TOLERANCE.get(self.dtype, _CHECK_TOLERANCE_HALF)
+        worst = float((shared - full).abs().max())
+        if worst <= tolerance * max(1.0, float(full.abs().max())):
+            return True
+        self.shared_prefix = False
+        self.shared_prefix_note = f"shared-prefix scores differed from full scores by {worst:.2g} in the check before scoring"
+        return False
 
     # -- scoring ----------------------------------------------------------------------------------
     def _scores(self, logits: torch.Tensor) -> torch.Tensor:
@@ -102,8 +220,7 @@ class ClassifierScorer:
         return torch.softmax(logits, dim=-1)[:, -1]
 
     @torch.inference_mode()
-    def score_sequences(self, sequences: list[list[int]]) -> list[float]:
-        """Scores for token-id sequences, right-padded into one batch."""
+    def _full_logits(self, sequences: list[list[int]]) -> torch.Tensor:
         longest = max(map(len, sequences))
         pad = self.tokenizer.pad_token_id
         input_ids = torch.full((len(sequences), longest), pad, dtype=torch.long)
@@ -111,16 +228,20 @@ class ClassifierScorer:
         for row, ids in enumerate(sequences):
             input_ids[row, : len(ids)] = torch.tensor(ids)
             attention[row, : len(ids)] = 1
-        self.padding_tokens += int(attention.numel() - attention.sum())
-        self.total_tokens += int(attention.numel())
-        logits = self.model(input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device)).logits
-        return self._scores(logits).tolist()
+        return self.model(input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device), use_cache=False).logits
+
+    def score_sequences(self, sequences: list[list[int]]) -> list[float]:
+        """Scores for token-id sequences, right-padded into one batch (full scoring)."""
+        return self._scores(self._full_logits(sequences)).tolist()
 
     def score(self, items: list[EvalItem], batch: list[int]) -> list[ScoreRecord]:
-        encoded = [self._encoded[i] if i in self._encoded else self.encode_pair(items[i]) for i in batch]
-        sequences = [ids for chosen, rejected, _ in encoded for ids in (chosen, rejected)]
-        scores = self.score_sequences(sequences)
+        encoded = [self._encoded[i] if i in self._encoded else self._encode(items[i]) for i in batch]
+        if all(pair.layout.prefix for pair in encoded):
+            triples = [(p.chosen[: p.layout.prefix], p.chosen[p.layout.prefix :], p.rejected[p.layout.prefix :]) for p in encoded]
+            scores = self._scores(shared_prefix_logits(self.model, triples, self.tokenizer.pad_token_id, self.device)).tolist()
+        else:
+            scores = self.score_sequences([ids for pair in encoded for ids in (pair.chosen, pair.rejected)])
         return [
-            {"chosen_score": scores[2 * n], "rejected_score": scores[2 * n + 1], "truncated": truncated}
-            for n, (_, _, truncated) in enumerate(encoded)
+            {"chosen_score": scores[2 * n], "rejected_score": scores[2 * n + 1], "truncated": pair.truncated}
+            for n, pair in enumerate(encoded)
         ]

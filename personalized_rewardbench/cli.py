@@ -73,9 +73,11 @@ def _evaluate(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir,
         progress=not args.no_progress,
     )
-    from personalized_rewardbench.distributed import process_group
+    from personalized_rewardbench.distributed import process_group, single_launch_notice
 
-    with process_group() as group:
+    if notice := single_launch_notice():
+        print(notice, file=sys.stderr)
+    with process_group(config.device) as group:
         outcome = run_evaluation(config, rank=group.rank, world_size=group.world_size, barrier=group.barrier)
     if outcome.results is None:
         return 0
@@ -86,6 +88,14 @@ def _evaluate(args: argparse.Namespace) -> int:
         print("note: demo sample (written for this package) -- not benchmark data, not benchmark results")
     print(f"{results['model']} ({results['model_type']}) on {results['dataset']}, profile_k={config.profile_k}")
     print(format_table(results))
+    if "consistent_accuracy" in results:
+        print(
+            f"judge: accuracy over {results['num_verdicts']} verdicts (both orders); consistent in both orders "
+            f"{100 * results['consistent_accuracy']:.2f}%; position bias {100 * results['position_bias']:+.2f} points; "
+            f"no verdict: {results['no_verdict']}"
+        )
+    elif "no_verdict" in results:
+        print(f"judge: answers without a rating: {results['no_verdict']} (their pairs count as ties: wrong)")
     if results.get("truncated_pairs"):
         print(f"truncated pairs (lowest-ranked posts dropped to fit): {results['truncated_pairs']}")
     print(outcome.run_dir / "results.json")
@@ -103,6 +113,35 @@ def _leaderboard(args: argparse.Namespace) -> int:
     return 0
 
 
+def _space_build(args: argparse.Namespace) -> int:
+    from personalized_rewardbench.space_bundle import build_space_bundle
+
+    print(build_space_bundle(Path(args.out), force=args.force))
+    return 0
+
+
+def _space_push(args: argparse.Namespace) -> int:
+    from personalized_rewardbench.space_bundle import push_space_bundle
+
+    commit = push_space_bundle(Path(args.dir), args.repo, hardware=None if args.no_hardware else "zero-a10g")
+    print(f"pushed Space {args.repo} at {commit}")
+    return 0
+
+
+def _add_space_parser(commands) -> None:
+    space = commands.add_parser("space", help="bundle and publish the Gradio Space")
+    space_commands = space.add_subparsers(dest="space_command", required=True)
+    build = space_commands.add_parser("build", help="write a self-contained Space folder (app + library + metric)")
+    build.add_argument("--out", required=True)
+    build.add_argument("--force", action="store_true", help="replace --out if it exists")
+    build.set_defaults(handler=_space_build)
+    push = space_commands.add_parser("push", help="upload a built Space folder and request ZeroGPU hardware")
+    push.add_argument("--dir", required=True)
+    push.add_argument("--repo", required=True, help="OWNER/NAME of the Space")
+    push.add_argument("--no-hardware", action="store_true", help="do not request zero-a10g hardware")
+    push.set_defaults(handler=_space_push)
+
+
 def _add_evaluate_parser(commands) -> None:
     from personalized_rewardbench.retrieval import RETRIEVERS
     from personalized_rewardbench.prompts import TEMPLATES
@@ -116,7 +155,11 @@ def _add_evaluate_parser(commands) -> None:
     evaluate.add_argument("--subset", default="all", help=f"all | {' | '.join(SUBSETS)}")
     evaluate.add_argument("--limit", type=int, help="first N items per subset")
     evaluate.add_argument("--profile-k", type=int, default=0, help="profile posts added to the question (0: none)")
-    evaluate.add_argument("--retriever", default="minilm", help=f"profile ranking: {' | '.join(RETRIEVERS)}")
+    evaluate.add_argument(
+        "--retriever",
+        default="contriever",
+        help=f"profile ranking: {' | '.join(RETRIEVERS)} (default contriever, the upstream protocol; minilm when it cannot be loaded)",
+    )
     evaluate.add_argument("--template", default="default", help=f"prompt template: {' | '.join(TEMPLATES)}")
     evaluate.add_argument("--dtype", default="auto", help="auto | float32 | bfloat16 | float16")
     evaluate.add_argument("--device", default="auto", help="auto | cpu | cuda")
@@ -142,6 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     _add_evaluate_parser(commands)
+    _add_space_parser(commands)
     release = commands.add_parser("release", help="build, inspect and publish versioned Hub dataset releases")
     release_commands = release.add_subparsers(dest="release_command", required=True)
     build = release_commands.add_parser("build", help="write a complete Hub dataset folder")

@@ -1,6 +1,8 @@
-"""Device and dtype choice for model runs."""
+"""Device, dtype and attention-implementation choice for model runs."""
 
 from __future__ import annotations
+
+import importlib.util
 
 import torch
 
@@ -33,3 +35,11 @@ def select_dtype(requested: str, device: torch.device) -> torch.dtype:
 
 def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
+
+
+def select_attn_implementation(device: torch.device, dtype: torch.dtype) -> str:
+    """`flash_attention_2` on CUDA in bf16/fp16 when the flash_attn package is installed, else `sdpa`."""
+    half = dtype in (torch.bfloat16, torch.float16)
+    if device.type == "cuda" and half and importlib.util.find_spec("flash_attn") is not None:
+        return "flash_attention_2"
+    return "sdpa"

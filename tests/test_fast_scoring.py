@@ -1,0 +1,233 @@
+"""Fast scoring: the shared prefix gives the full-scoring scores; token-budget batches; padding in results.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import (
+    AutoTokenizer,
+    BertConfig,
+    BertForSequenceClassification,
+    LlamaForSequenceClassification,
+    MistralConfig,
+    MistralForSequenceClassification,
+)
+
+from personalized_rewardbench import prefix_scoring
+from personalized_rewardbench.cli import main
+from personalized_rewardbench.devices import select_attn_implementation
+from personalized_rewardbench.engine import prepare_items, run_evaluation
+from personalized_rewardbench.prefix_scoring import shared_prefix_cost
+from personalized_rewardbench.run_config import RunConfig
+from personalized_rewardbench.scorer_factory import make_scorer
+from personalized_rewardbench.sources import load_source
+from tiny_models import _config, build_tiny_reward_model, make_tokenizer
+
+TOLERANCE = 1e-4
+
+
+@pytest.fixture(scope="module")
+def tiny_rm(tmp_path_factory) -> Path:
+    return build_tiny_reward_model(tmp_path_factory.mktemp("models") / "tiny-rm")
+
+
+@pytest.fixture(scope="module")
+def sharp_rm(tmp_path_factory) -> Path:
+    """The tiny model with larger random weights: its scores depend strongly on every position, so a wrong
+    position id, mask or pooled token moves them far beyond the tolerance."""
+    torch.manual_seed(1)
+    folder = tmp_path_factory.mktemp("models") / "sharp-rm"
+    tokenizer = make_tokenizer()
+    LlamaForSequenceClassification(_config(tokenizer, num_labels=1, initializer_range=0.3)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("PRBENCH_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _run(model: Path, out: Path, cache: Path, *, shared: bool, k: int = 3, limit: int | None = None, batch_tokens: int = 1500, log=None):
+    config = RunConfig(
+        model=str(model), data="sample", limit=limit, profile_k=k, retriever="bm25", batch_tokens=batch_tokens,
+        shared_prefix=shared, output=out, cache_dir=cache, progress=False,
+    )
+    return run_evaluation(config, log=log or (lambda _message: None))
+
+
+def _assert_same_scores(fast, full) -> None:
+    assert [r["id"] for r in fast.records] == [r["id"] for r in full.records]
+    for a, b in zip(fast.records, full.records):
+        assert abs(a["chosen_score"] - b["chosen_score"]) <= TOLERANCE
+        assert abs(a["rejected_score"] - b["rejected_score"]) <= TOLERANCE
+        assert (a["chosen_score"] > a["rejected_score"]) == (b["chosen_score"] > b["rejected_score"])
+    assert fast.results["accuracy"] == full.results["accuracy"]
+
+
+@pytest.mark.parametrize("k", [3, 0])
+@pytest.mark.parametrize("model", ["tiny_rm", "sharp_rm"])
+def test_shared_prefix_scores_equal_full_scores(request, tmp_path, cache, model, k):
+    folder = request.getfixturevalue(model)
+    fast = _run(folder, tmp_path / "fast", cache, shared=True, k=k)
+    full = _run(folder, tmp_path / "full", cache, shared=False, k=k)
+    runtime = fast.results["runtime"]
+    assert (runtime["shared_prefix"], runtime["shared_prefix_pairs"], runtime["shared_prefix_fallbacks"]) == (True, 24, 0)
+    assert full.results["runtime"]["shared_prefix"] is False
+    _assert_same_scores(fast, full)
+    margins = [abs(r["chosen_score"] - r["rejected_score"]) for r in full.records]
+    assert sorted(margins)[len(margins) // 2] > 100 * TOLERANCE or model == "tiny_rm"  # decisions are not ties
+
+
+def test_shared_batches_mix_prefix_lengths(tiny_rm, cache):
+    """The plan really batches pairs of different prefix lengths (padded prefixes with holes in the mask)."""
+    config = RunConfig(model=str(tiny_rm), data="sample", profile_k=3, retriever="bm25", batch_tokens=1500, cache_dir=cache, progress=False)
+    scorer, items = make_scorer(config), prepare_items(config).items
+    plan = scorer.plan(items)
+    mixed = [batch for batch in plan if len({scorer._encoded[i].layout.prefix for i in batch}) > 1]
+    assert mixed and len(plan) > 2
+
+
+def _merging_template_model(tmp_path: Path) -> Path:
+    """No separator between the role and the content: `assistant` + `Start ...` tokenizes as `assistants`, `##tart`."""
+    folder = build_tiny_reward_model(tmp_path / "merging-rm")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.chat_template = (
+        "{% for message in messages %}{{ '<|im_start|>' + message['role'] + message['content'] + '<|im_end|>' }}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|im_start|>assistant' }}{% endif %}"
+    )
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_prompt_that_is_not_a_token_prefix_falls_back_and_says_so(tmp_path, cache):
+    folder = _merging_template_model(tmp_path)
+    rows = [row for rows in load_source("sample").rows.values() for row in rows]
+    merging = {row["id"] for row in rows if row["chosen"].lower().startswith("s") or row["rejected"].lower().startswith("s")}
+    assert 0 < len(merging) < len(rows)
+    messages: list[str] = []
+    fast = _run(folder, tmp_path / "fast", cache, shared=True, k=2, log=messages.append)
+    full = _run(folder, tmp_path / "full", cache, shared=False, k=2)
+    runtime = fast.results["runtime"]
+    assert runtime["shared_prefix"] == "partial"
+    assert runtime["shared_prefix_fallbacks"] == len(merging)
+    assert runtime["shared_prefix_pairs"] == len(rows) - len(merging)
+    assert "not a prefix" in runtime["shared_prefix_note"]
+    [notice] = [m for m in messages if m.startswith("shared prefix")]
+    assert f"{len(merging)} of {len(rows)} pairs scored in full" in notice and notice in fast.notices
+    _assert_same_scores(fast, full)
+
+
+def test_sliding_window_models_share_only_within_the_window(tmp_path, cache):
+    torch.manual_seed(0)
+    folder, tokenizer, window = tmp_path / "tiny-mistral", make_tokenizer(), 160
+    config = MistralConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, sliding_window=window, max_position_embeddings=2048, pad_token_id=tokenizer.pad_token_id,
+        initializer_range=0.3, num_labels=1,
+    )
+    MistralForSequenceClassification(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    fast = _run(folder, tmp_path / "fast", cache, shared=True, k=0, batch_tokens=1200)
+    full = _run(folder, tmp_path / "full", cache, shared=False, k=0, batch_tokens=1200)
+    run_config = RunConfig(model=str(folder), data="sample", cache_dir=cache, progress=False)
+    scorer = make_scorer(run_config)
+    longer = sum(max(map(len, scorer.encode_pair(item)[:2])) > window - 1 for item in prepare_items(run_config).items)
+    assert 0 < longer < 24
+    runtime = fast.results["runtime"]
+    assert (runtime["shared_prefix"], runtime["shared_prefix_fallbacks"]) == ("partial", longer)
+    assert "sliding attention window" in runtime["shared_prefix_note"]
+    _assert_same_scores(fast, full)
+
+
+def test_encoder_models_are_scored_in_full_and_say_so(tmp_path, cache):
+    torch.manual_seed(0)
+    folder = tmp_path / "tiny-bert"
+    tokenizer = make_tokenizer()
+    config = BertConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        num_labels=1, pad_token_id=tokenizer.pad_token_id,
+    )
+    BertForSequenceClassification(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    messages: list[str] = []
+    outcome = _run(folder, tmp_path / "out", cache, shared=True, k=0, limit=1, log=messages.append)
+    runtime = outcome.results["runtime"]
+    assert (runtime["shared_prefix"], runtime["shared_prefix_fallbacks"]) == (False, 3)
+    assert "not a decoder-only model" in runtime["shared_prefix_note"]
+    assert any(m.startswith("shared prefix: off -- 3 of 3 pairs scored in full") for m in messages)
+
+
+def test_a_failed_check_before_scoring_turns_sharing_off(tmp_path, cache, monkeypatch, tiny_rm):
+    original = prefix_scoring.shared_prefix_logits
+    monkeypatch.setattr(
+        "personalized_rewardbench.classifier_rm.shared_prefix_logits", lambda *args, **kwargs: original(*args, **kwargs) + 1.0
+    )
+    outcome = _run(tiny_rm, tmp_path / "broken", cache, shared=True, k=2, limit=1)
+    runtime = outcome.results["runtime"]
+    assert (runtime["shared_prefix"], runtime["shared_prefix_fallbacks"]) == (False, 3)
+    assert "check before scoring" in runtime["shared_prefix_note"]
+    monkeypatch.undo()
+    full = _run(tiny_rm, tmp_path / "full", cache, shared=False, k=2, limit=1)
+    assert [r["chosen_score"] for r in outcome.records] == [r["chosen_score"] for r in full.records]
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_token_budget_batches_respect_the_budget_and_the_padding_is_measured(tiny_rm, cache, shared):
+    budget = 1200
+    config = RunConfig(
+        model=str(tiny_rm), data="sample", profile_k=3, retriever="bm25", batch_tokens=budget, shared_prefix=shared, cache_dir=cache, progress=False
+    )
+    scorer, items = make_scorer(config), prepare_items(config).items
+    plan = scorer.plan(items)
+    assert sorted(i for batch in plan for i in batch) == list(range(len(items)))
+    pad = scorer.tokenizer.pad_token_id
+    forwards: list[tuple[int, int]] = []  # (positions computed, of which padding) per base-model forward
+
+    def record(_module, args, kwargs):
+        ids = kwargs["input_ids"] if "input_ids" in kwargs else args[0]
+        forwards.append((ids.numel(), int((ids == pad).sum())))
+
+    handle = scorer.model.base_model.register_forward_pre_hook(record, with_kwargs=True)
+    try:
+        for batch in plan:
+            before = len(forwards)
+            scorer.score(items, batch)
+            computed = sum(n for n, _ in forwards[before:])
+            assert computed <= budget or len(batch) == 1
+            assert len(forwards) - before == (2 if shared else 1)
+    finally:
+        handle.remove()
+    stats = scorer.runtime_stats()
+    observed = sum(p for _, p in forwards) / sum(n for n, _ in forwards)
+    assert stats["padding_fraction"] == pytest.approx(observed, abs=1e-4)
+    assert stats["tokens_computed"] == sum(n for n, _ in forwards)
+    assert 0 < stats["padding_fraction"] < 0.25  # pairs sorted by length: little padding
+    if shared:
+        assert all(shared_prefix_cost([scorer._shape(scorer._encoded[i]) for i in batch]) <= budget or len(batch) == 1 for batch in plan)
+
+
+def test_results_json_runtime_reports_padding_and_batch_tokens(tmp_path, cache, tiny_rm):
+    out = tmp_path / "results"
+    args = ["evaluate", "--model", str(tiny_rm), "--data", "sample", "--limit", "2", "--batch-tokens", "900", "--output", str(out), "--no-progress"]
+    assert main(args) == 0
+    [path] = list(out.rglob("results.json"))
+    results = json.loads(path.read_text())
+    runtime = results["runtime"]
+    assert runtime["batch_tokens"] == 900 and runtime["shared_prefix"] is True
+    assert isinstance(runtime["padding_fraction"], float) and 0 <= runtime["padding_fraction"] < 1
+    assert results["protocol"]["attn_implementation"] == "sdpa"
+
+
+def test_attention_implementation_choice(monkeypatch):
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: object() if name == "flash_attn" else None)
+    assert select_attn_implementation(cuda, torch.bfloat16) == "flash_attention_2"
+    assert select_attn_implementation(cuda, torch.float32) == "sdpa"  # flash-attention needs half precision
+    assert select_attn_implementation(cpu, torch.bfloat16) == "sdpa"
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    assert select_attn_implementation(cuda, torch.bfloat16) == "sdpa"
