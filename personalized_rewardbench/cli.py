@@ -63,6 +63,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         dtype=args.dtype,
         device=args.device,
         trust_remote_code=args.trust_remote_code,
+        max_length=args.max_length,
         batch_tokens=args.batch_tokens,
         seed=args.seed,
         judge_mode=args.judge_mode,
@@ -164,6 +165,7 @@ def _add_evaluate_parser(commands) -> None:
     evaluate.add_argument("--dtype", default="auto", help="auto | float32 | bfloat16 | float16")
     evaluate.add_argument("--device", default="auto", help="auto | cpu | cuda")
     evaluate.add_argument("--trust-remote-code", action="store_true")
+    evaluate.add_argument("--max-length", type=int, help="input token limit (default: the model registry's, capped by the model)")
     evaluate.add_argument("--batch-tokens", type=int, default=16384, help="token budget per forward batch")
     evaluate.add_argument("--no-shared-prefix", action="store_true", help="score every input in full (no KV-cache reuse)")
     evaluate.add_argument("--judge-mode", default="logits", choices=["logits", "generate"])

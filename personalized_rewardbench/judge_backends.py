@@ -28,6 +28,7 @@ from transformers import DynamicCache, GenerationConfig
 from personalized_rewardbench.devices import dtype_name
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.model_loading import attention_implementation, load_causal_lm, load_tokenizer, model_revision
+from personalized_rewardbench.prefix_scoring import common_prefix_length
 from personalized_rewardbench.registry import ModelSpec
 
 BACKENDS = ("transformers", "vllm")
@@ -43,10 +44,7 @@ def shared_prefix_length(sequences: list[list[int]]) -> int:
     1
     """
     limit = min(map(len, sequences)) - 1
-    length = 0
-    while length < limit and all(seq[length] == sequences[0][length] for seq in sequences):
-        length += 1
-    return length
+    return min([limit, *(common_prefix_length(sequences[0], other) for other in sequences[1:])])
 
 
 def _left_pad(sequences: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -28,6 +28,7 @@ class RunConfig:
     dtype: str = "auto"
     device: str = "auto"
     trust_remote_code: bool = False
+    max_length: int | None = None  # None: the registry's value for the model
     batch_tokens: int = 16384
     seed: int = 42
     judge_mode: str = "logits"
@@ -48,6 +49,8 @@ class RunConfig:
             raise UserError(f"--limit must be a positive number of items per subset, got {self.limit}")
         if self.retriever not in RETRIEVERS:
             raise UserError(f"unknown --retriever {self.retriever!r}: choose one of {', '.join(RETRIEVERS)}")
+        if self.max_length is not None and self.max_length < 16:
+            raise UserError(f"--max-length must be at least 16 tokens, got {self.max_length}")
         if self.batch_tokens < 1:
             raise UserError(f"--batch-tokens must be positive, got {self.batch_tokens}")
         check_template(self.template)

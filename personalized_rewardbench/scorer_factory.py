@@ -16,7 +16,7 @@ def make_scorer(config: RunConfig) -> Scorer:
         from personalized_rewardbench.baselines import make_baseline
 
         return make_baseline(config.model, config.seed)
-    spec = resolve_spec(config.model, trust_remote_code=config.trust_remote_code or None)
+    spec = resolve_spec(config.model, trust_remote_code=config.trust_remote_code or None, max_length=config.max_length)
     model_type = spec.model_type if config.model_type == "auto" else config.model_type
     if model_type == "classifier":
         from personalized_rewardbench.classifier_rm import ClassifierScorer

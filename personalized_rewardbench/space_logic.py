@@ -128,14 +128,6 @@ class ScorerCache:
 
     def _load(self, model: AllowedModel) -> Scorer:
         scorer = self._loader(scorer_config(model))
-        limit = scorer.protocol().get("max_length")
-        if model.max_length and limit and limit > model.max_length:
-            if not hasattr(scorer, "max_length"):
-                raise UserError(
-                    f"allowlist: {model.id}: max_length {model.max_length} cannot be applied to a {model.type} scorer "
-                    f"(its limit is {limit}); raise it to {limit} or remove it"
-                )
-            scorer.max_length = model.max_length  # recorded in the run's protocol, so runs stay comparable
         self.loads += 1
         return scorer
 
@@ -159,6 +151,7 @@ def scorer_config(model: AllowedModel, **run: Any) -> RunConfig:
         revision=model.revision,
         dtype=model.dtype,
         trust_remote_code=model.trust_remote_code,
+        max_length=model.max_length or None,  # recorded in the run's protocol, so runs stay comparable
         progress=False,
         **run,
     )

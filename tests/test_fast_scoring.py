@@ -24,7 +24,7 @@ from personalized_rewardbench.prefix_scoring import shared_prefix_cost
 from personalized_rewardbench.run_config import RunConfig
 from personalized_rewardbench.scorer_factory import make_scorer
 from personalized_rewardbench.sources import load_source
-from tiny_models import _config, build_tiny_reward_model, make_tokenizer
+from tiny_models import build_tiny_reward_model, llama_config, make_tokenizer
 
 TOLERANCE = 1e-4
 
@@ -41,7 +41,7 @@ def sharp_rm(tmp_path_factory) -> Path:
     torch.manual_seed(1)
     folder = tmp_path_factory.mktemp("models") / "sharp-rm"
     tokenizer = make_tokenizer()
-    LlamaForSequenceClassification(_config(tokenizer, num_labels=1, initializer_range=0.3)).save_pretrained(folder)
+    LlamaForSequenceClassification(llama_config(tokenizer, num_labels=1, initializer_range=0.3)).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
 
