@@ -11,10 +11,10 @@ import random
 from pathlib import Path
 
 import torch
-from transformers import LlamaConfig, LlamaForSequenceClassification
+from transformers import LlamaForSequenceClassification, PreTrainedTokenizerFast
 
 from personalized_rewardbench.eval_items import EvalItem, ProfilePost
-from personalized_rewardbench.offline_models import make_tokenizer
+from personalized_rewardbench.offline_models import llama_config, make_tokenizer
 
 CATEGORIES = ("anime", "cooking", "travel", "fitness", "law", "history", "linguistics", "photography")
 
@@ -23,8 +23,8 @@ def build_model(folder: Path, *, layers: int = 4, hidden: int = 512, seed: int =
     """Save a random Llama-style sequence-classification RM (one logit) and its tokenizer to `folder`."""
     torch.manual_seed(seed)
     tokenizer = make_tokenizer()
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
+    config = llama_config(
+        tokenizer,
         hidden_size=hidden,
         intermediate_size=hidden * 11 // 4,
         num_hidden_layers=layers,
@@ -33,9 +33,6 @@ def build_model(folder: Path, *, layers: int = 4, hidden: int = 512, seed: int =
         max_position_embeddings=8192,
         initializer_range=0.05,
         num_labels=1,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=tokenizer.bos_token_id,
     )
     LlamaForSequenceClassification(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
