@@ -17,7 +17,13 @@ def _release_build(args: argparse.Namespace) -> int:
     from personalized_rewardbench.release_build import build_release
 
     source = build_release(
-        args.source, args.version, Path(args.out), force=args.force, changelog=args.changelog, notes=args.notes
+        args.source,
+        args.version,
+        Path(args.out),
+        force=args.force,
+        changelog=args.changelog,
+        notes=args.notes,
+        repo_id=args.repo,
     )
     counts = ", ".join(f"{subset}: {len(rows)}" for subset, rows in source.rows.items())
     print(f"release v{args.version.removeprefix('v')} of {source.spec} ({counts})")
@@ -107,6 +113,8 @@ def _leaderboard(args: argparse.Namespace) -> int:
     from personalized_rewardbench.leaderboard import leaderboard_rows, print_leaderboard, write_chart
 
     folder = Path(args.dir)
+    if not folder.is_dir():
+        raise UserError(f"{folder} is not a folder of results; pass the --output folder of 'prbench evaluate'")
     rows = leaderboard_rows(folder)
     print_leaderboard(rows)
     if rows:
@@ -182,6 +190,8 @@ def _add_evaluate_parser(commands) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from personalized_rewardbench.dataset_card import DEFAULT_REPO_ID
+
     parser = argparse.ArgumentParser(prog="prbench", description="Personalized RewardBench tools.")
     parser.add_argument("--version", action="version", version=f"personalized-rewardbench {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -194,7 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--source", default="sample", help="sample | FOLDER | hub:OWNER/NAME[@REVISION] (default: sample)")
     build.add_argument("--version", required=True, help="semantic version X.Y.Z")
     build.add_argument("--out", required=True, help="folder to create")
-    build.add_argument("--force", action="store_true", help="replace --out if it exists")
+    build.add_argument("--force", action="store_true", help="replace --out if it is a release folder")
+    build.add_argument("--repo", default=DEFAULT_REPO_ID, help=f"Hub dataset repo the card loads from (default {DEFAULT_REPO_ID})")
     build.add_argument("--changelog", type=Path, help="previous CHANGELOG.md to extend")
     build.add_argument("--notes", help="one line for this version's changelog entry")
     build.set_defaults(handler=_release_build)
@@ -229,6 +240,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.handler(args)
     except UserError as error:
         print(f"prbench: error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # a folder or file the user named cannot be read or written
+        where = f": {error.filename}" if error.filename else ""
+        print(f"prbench: error: {error.strerror or error}{where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("prbench: interrupted", file=sys.stderr)

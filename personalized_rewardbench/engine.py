@@ -11,6 +11,7 @@ each atomically, and removes the partial logs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import time
@@ -100,7 +101,10 @@ def run_identity(config: RunConfig, data: PreparedData, scorer: Scorer) -> dict[
 def _check_identity(run_dir: Path, identity: dict[str, Any]) -> None:
     path = run_dir / RUN_FILE
     if path.is_file():
-        stored = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            stored = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            raise UserError(f"{path} is damaged (not valid JSON); delete {run_dir} to start that run over") from None
         if stored != json.loads(json.dumps(identity)):
             changed = sorted(key for key in identity if stored.get(key) != json.loads(json.dumps(identity)).get(key))
             raise UserError(
@@ -122,8 +126,11 @@ def _finished(run_dir: Path, identity: dict[str, Any], items: list[EvalItem]) ->
     results_path, scores_path = run_dir / RESULTS_FILE, run_dir / SCORES_FILE
     if not (results_path.is_file() and scores_path.is_file()):
         return None
-    results = json.loads(results_path.read_text(encoding="utf-8"))
-    records = [json.loads(line) for line in scores_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    try:
+        results = json.loads(results_path.read_text(encoding="utf-8"))
+        records = [json.loads(line) for line in scores_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except json.JSONDecodeError:
+        return None  # damaged outputs: score again and rewrite them
     if [r["id"] for r in records] != [item.id for item in items]:
         return None
     if {key: results.get(key) for key in identity} != json.loads(json.dumps(identity)):
@@ -131,10 +138,14 @@ def _finished(run_dir: Path, identity: dict[str, Any], items: list[EvalItem]) ->
     return results, records
 
 
-def run_dir_for(config: RunConfig, retriever: str, model_type_tag: str = "") -> Path:
-    return config.output / slug(config.model) / run_slug(
-        config.data, config.subsets, config.limit, config.profile_k, retriever, config.template, model_type_tag
-    )
+def identity_digest(identity: dict[str, Any]) -> str:
+    """Short hash of a run's identity: a new model or data revision, or another protocol, gets its own folder."""
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def run_dir_for(config: RunConfig, retriever: str, identity: dict[str, Any], model_type_tag: str = "") -> Path:
+    readable = run_slug(config.data, config.subsets, config.limit, config.profile_k, retriever, config.template, model_type_tag)
+    return config.output / slug(config.model) / f"{readable}-{identity_digest(identity)}"
 
 
 def run_evaluation(
@@ -152,7 +163,7 @@ def run_evaluation(
     scorer = scorer or make_scorer(config)
     identity = run_identity(config, data, scorer)
     tag = "" if scorer.model_type in ("classifier", "baseline") else scorer.model_type + "-" + config.judge_mode
-    run_dir = run_dir_for(config, data.retriever, tag)
+    run_dir = run_dir_for(config, data.retriever, identity, tag)
     if rank == 0:
         run_dir.mkdir(parents=True, exist_ok=True)
         _check_identity(run_dir, identity)

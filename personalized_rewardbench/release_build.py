@@ -32,10 +32,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from personalized_rewardbench import __version__
-from personalized_rewardbench.dataset_card import SubsetStats, render_card
+from personalized_rewardbench.dataset_card import DEFAULT_REPO_ID, SubsetStats, render_card
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.schema import FEATURES, FEATURES_WITH_SUBSET, SUBSET_COLUMN, SUBSETS
 from personalized_rewardbench.sources import RELEASE_MANIFEST, Source, load_source
+from personalized_rewardbench.staged_folder import check_target, staged_folder
 
 LOADING_SCRIPT = Path(__file__).resolve().parent.parent / "loading_script" / "personalized_rewardbench.py"
 #: Name of the builder inside a release. datasets >= 4 refuses a folder holding `<folder name>.py`.
@@ -89,7 +90,14 @@ def _changelog(version: str, source: Source, previous: Path | None, notes: str |
     return header + "\n" + "\n".join(entry) + "\n" + older
 
 
-def write_release(source: Source, version: str, folder: Path, changelog: Path | None = None, notes: str | None = None) -> None:
+def write_release(
+    source: Source,
+    version: str,
+    folder: Path,
+    changelog: Path | None = None,
+    notes: str | None = None,
+    repo_id: str = DEFAULT_REPO_ID,
+) -> None:
     """Write all release files for `source` into the (empty) `folder`."""
     stats: dict[str, SubsetStats] = {}
     default_bytes = 0
@@ -105,6 +113,7 @@ def write_release(source: Source, version: str, folder: Path, changelog: Path | 
             source=source.spec,
             source_revision=source.revision,
             demo=source.is_demo_sample,
+            repo_id=repo_id,
         ),
         encoding="utf-8",
     )
@@ -112,6 +121,7 @@ def write_release(source: Source, version: str, folder: Path, changelog: Path | 
     shutil.copyfile(LOADING_SCRIPT, folder / RELEASE_SCRIPT_NAME)
     manifest = {
         "version": version,
+        "repo_id": repo_id,
         "source": "sample" if source.is_demo_sample else source.spec,
         "source_revision": source.revision,
         "subsets": {subset: len(rows) for subset, rows in source.rows.items()},
@@ -150,30 +160,19 @@ def build_release(
     changelog: Path | None = None,
     notes: str | None = None,
     verify: bool = True,
+    repo_id: str = DEFAULT_REPO_ID,
 ) -> Source:
     """Build the release of `source_spec` at `out`; atomic: on any failure nothing is left at `out`."""
     version = check_version(version)
-    out = out.expanduser().resolve()
-    if out.exists() and not force:
-        raise UserError(f"--out {out} already exists; choose a new folder or pass --force to replace it")
-    if out.name + ".py" == RELEASE_SCRIPT_NAME:
+    if out.expanduser().resolve().name + ".py" == RELEASE_SCRIPT_NAME:
         raise UserError(f"--out {out}: datasets refuses a folder holding '{RELEASE_SCRIPT_NAME}'; choose another folder name")
+    check_target(out, force, RELEASE_MANIFEST)
     source = load_source(source_spec)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
-    staging.chmod(0o755)
-    try:
-        write_release(source, version, staging, changelog, notes)
+    missing = [subset for subset in SUBSETS if subset not in source.rows]
+    if missing:
+        raise UserError(f"{source.spec}: a release needs all subsets; this source lacks {', '.join(missing)}")
+    with staged_folder(out, force=force, marker=RELEASE_MANIFEST) as staging:
+        write_release(source, version, staging, changelog, notes, repo_id)
         if verify:
             verify_release(staging, source)
-        if out.exists():
-            retired = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-            out.rename(retired / out.name)
-            staging.rename(out)
-            shutil.rmtree(retired)
-        else:
-            staging.rename(out)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
     return source

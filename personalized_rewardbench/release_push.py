@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.release_build import check_version
-from personalized_rewardbench.sources import RELEASE_MANIFEST
+from personalized_rewardbench.sources import RELEASE_MANIFEST, read_manifest
 
 
 @dataclass
@@ -29,14 +28,20 @@ class PushPlan:
 
 def plan_push(folder: Path, repo_id: str, tag: str) -> PushPlan:
     """Check the release folder and the tag against its manifest; list the files to upload."""
-    manifest_path = folder / RELEASE_MANIFEST
-    if not manifest_path.is_file():
+    manifest = read_manifest(folder)
+    if manifest is None:
         raise UserError(f"--dir {folder}: not a release folder (no {RELEASE_MANIFEST}); build one with 'prbench release build'")
     if repo_id.count("/") != 1 or not all(repo_id.split("/")):
         raise UserError(f"bad --repo {repo_id!r}: write OWNER/NAME")
-    version = json.loads(manifest_path.read_text(encoding="utf-8"))["version"]
+    version = manifest.get("version")
     if not tag.startswith("v") or check_version(tag) != version:
-        raise UserError(f"--tag {tag} does not match the release version {version}: use --tag v{version}")
+        raise UserError(f"--tag {tag} is not the release's tag: use --tag v{version}")
+    built_for = manifest.get("repo_id")
+    if built_for and built_for != repo_id:
+        raise UserError(
+            f"--dir {folder} was built for {built_for} (its card loads from there); "
+            f"rebuild with 'prbench release build --repo {repo_id}' or push to {built_for}"
+        )
     files = sorted(
         (path.relative_to(folder).as_posix(), path.stat().st_size)
         for path in folder.rglob("*")

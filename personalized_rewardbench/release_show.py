@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import datasets
 
 from personalized_rewardbench.errors import UserError
-from personalized_rewardbench.sources import RELEASE_MANIFEST
+from personalized_rewardbench.sources import RELEASE_MANIFEST, read_manifest
 
 
 def show_release(folder: Path) -> None:
     """Load each config of the release at `folder` and print its size, columns and first row's id."""
-    manifest_path = folder / RELEASE_MANIFEST
-    if not manifest_path.is_file():
+    manifest = read_manifest(folder)
+    if manifest is None:
         raise UserError(f"{folder}: not a release folder (no {RELEASE_MANIFEST})")
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     print(f"release v{manifest['version']} built from {manifest['source']} ({manifest['source_revision']})")
     for config in datasets.get_dataset_config_names(str(folder)):
         rows = datasets.load_dataset(str(folder), config, split="test")

@@ -18,7 +18,7 @@ SCORES_FILE = "scores.jsonl"
 
 def slug(text: str) -> str:
     """Filesystem-safe name: `Org/Model-1.5B` -> `Org__Model-1.5B`."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text.replace("/", "__")).strip("_") or "model"
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text.replace("/", "__")).strip("._") or "model"
 
 
 def data_slug(spec: str) -> str:
@@ -30,7 +30,9 @@ def data_slug(spec: str) -> str:
 
 
 def run_slug(data: str, subsets: list[str] | None, limit: int | None, profile_k: int, retriever: str, template: str, extra: str = "") -> str:
-    """Run folder name derived from data, subset and protocol, e.g. `sample-all-k10-minilm-default`."""
+    """Readable part of a run folder name, from data, subset and protocol, e.g. `sample-all-k10-minilm-default`.
+
+    The engine appends a short hash of the full run identity (revisions and protocol)."""
     subset_part = "all" if not subsets else "+".join(sorted(s.split("_")[0] for s in subsets))
     parts = [data_slug(data), subset_part, f"k{profile_k}", retriever if profile_k else "noprofile", template]
     if limit:

@@ -111,10 +111,13 @@ def _load_folder(folder: Path, spec: str, kind: str, revision: str | None = None
         for path in paths:
             subset_rows.extend(_read_rows(path))
         label = str(paths[0]) if len(paths) == 1 else f"{paths[0].parent}/test-*"
+        if not subset_rows:
+            raise UserError(f"{label}: holds no rows; remove the file or fill it")
         rows[subset] = validate_rows(subset_rows, label)
         files[subset] = paths[0]
+    check_unique_ids(rows, str(folder))
     all_files = [path for paths in found.values() for path in paths]
-    manifest = _read_manifest(folder)
+    manifest = read_manifest(folder)
     return Source(
         spec=spec,
         kind="release" if manifest and kind == "folder" else kind,
@@ -126,7 +129,8 @@ def _load_folder(folder: Path, spec: str, kind: str, revision: str | None = None
     )
 
 
-def _read_manifest(folder: Path) -> dict[str, Any] | None:
+def read_manifest(folder: Path) -> dict[str, Any] | None:
+    """The release.json of a release folder, or None when there is none."""
     path = folder / RELEASE_MANIFEST
     if not path.is_file():
         return None
@@ -134,6 +138,16 @@ def _read_manifest(folder: Path) -> dict[str, Any] | None:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError:
         raise UserError(f"{path}: not valid JSON; rebuild the release with 'prbench release build'") from None
+
+
+def check_unique_ids(rows: dict[str, list[dict[str, Any]]], source: str) -> None:
+    """Ids identify items across all subsets (scores, caches and the `default` config key on them)."""
+    owner: dict[str, str] = {}
+    for subset, subset_rows in rows.items():
+        for row in subset_rows:
+            if row["id"] in owner:
+                raise UserError(f"{source}: row {row['id']}: field 'id': in both {owner[row['id']]} and {subset}; ids must be unique across subsets")
+            owner[row["id"]] = subset
 
 
 def parse_hub_spec(spec: str) -> tuple[str, str | None]:
@@ -156,7 +170,7 @@ def _load_hub(spec: str) -> Source:
     except (RepositoryNotFoundError, RevisionNotFoundError) as error:
         raise UserError(f"{spec}: {type(error).__name__}: check the repo id and revision (and your token for private repos)") from None
     except LocalEntryNotFoundError:
-        raise UserError(f"{spec}: not in the local Hub cache and the Hub is offline (HF_HUB_OFFLINE=1); download it once online") from None
+        raise UserError(f"{spec}: not in the local Hub cache and the Hub cannot be reached (offline?); download it once online") from None
     except (HfHubHTTPError, OSError) as error:
         raise UserError(f"{spec}: download failed ({type(error).__name__}); check the network or use a local folder") from None
     # snapshot folders are named after the resolved commit
@@ -165,6 +179,7 @@ def _load_hub(spec: str) -> Source:
 
 def _load_sample() -> Source:
     rows = {subset: validate_rows(_read_jsonl(SAMPLE_DIR / f"{subset}.jsonl"), f"sample/{subset}.jsonl") for subset in SUBSETS}
+    check_unique_ids(rows, "sample")
     files = {subset: SAMPLE_DIR / f"{subset}.jsonl" for subset in SUBSETS}
     revision = _content_revision(list(files.values()))
     return Source(spec="sample", kind="sample", rows=rows, revision=revision, version=f"sample-{__version__}", files=files, origin="sample")
@@ -176,8 +191,8 @@ def load_source(spec: str = "sample") -> Source:
         return _load_sample()
     if spec.startswith("hub:"):
         return _load_hub(spec)
-    folder = Path(spec).expanduser()
-    return _load_folder(folder.resolve(), str(folder), "folder")
+    folder = Path(spec).expanduser().resolve()
+    return _load_folder(folder, str(folder), "folder")
 
 
 def select(source: Source, subsets: list[str] | None = None, limit: int | None = None) -> dict[str, list[dict[str, Any]]]:

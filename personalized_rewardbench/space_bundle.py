@@ -11,10 +11,10 @@ bundle carries them (copied from this checkout, never edited by hand):
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 
 from personalized_rewardbench.errors import UserError
+from personalized_rewardbench.staged_folder import staged_folder
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".*")
@@ -23,26 +23,15 @@ _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".*")
 def build_space_bundle(out: Path, force: bool = False) -> Path:
     """Write the Space bundle to `out` (atomically: built in a sibling temp folder, then renamed)."""
     out = out.expanduser().resolve()
-    if out.exists() and not force:
-        raise UserError(f"--out {out} already exists; choose a new folder or pass --force to replace it")
     space = REPO_ROOT / "space"
     if not (space / "app.py").is_file():
         raise UserError(f"{space}: no app.py; run this from a checkout of personalized-rewardbench")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
-    try:
-        staging.chmod(0o755)
+    with staged_folder(out, force=force, marker="app.py") as staging:
         for path in space.iterdir():
             if path.is_file() and not path.name.startswith("."):
                 shutil.copy2(path, staging / path.name)
         shutil.copytree(REPO_ROOT / "personalized_rewardbench", staging / "personalized_rewardbench", ignore=_IGNORE)
         shutil.copytree(REPO_ROOT / "metric" / "personalized_accuracy", staging / "metric" / "personalized_accuracy", ignore=_IGNORE)
-        if out.exists():
-            shutil.rmtree(out)
-        staging.rename(out)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
     return out
 
 

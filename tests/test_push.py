@@ -28,7 +28,7 @@ WRITES = {"validate_yaml", "preupload", "commit", "tag"}
 @pytest.fixture(scope="module")
 def release(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("push") / "prb-sample"
-    assert main(["release", "build", "--source", "sample", "--version", "0.1.0", "--out", str(out)]) == 0
+    assert main(["release", "build", "--source", "sample", "--version", "0.1.0", "--out", str(out), "--repo", REPO]) == 0
     return out
 
 

@@ -21,7 +21,7 @@ from row_factory import make_row, write_upstream_folder
 @pytest.fixture(scope="module")
 def sample_release(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("rel") / "prb-sample"
-    assert main(["release", "build", "--source", "sample", "--version", "0.1.0", "--out", str(out)]) == 0
+    assert main(["release", "build", "--source", "sample", "--version", "0.1.0", "--out", str(out), "--repo", "me/prb"]) == 0
     return out
 
 
@@ -83,7 +83,7 @@ def test_card_front_matter_matches_the_written_data(sample_release):
     card = (sample_release / "README.md").read_text()
     assert "Demo sample — not the benchmark" in card
     assert "never enter a model's input" in card
-    assert 'revision="v0.1.0"' in card
+    assert 'load_dataset("me/prb", "Art_and_Entertainment", split="test", revision="v0.1.0")' in card
     assert "2604.07343" in card
     changelog = (sample_release / "CHANGELOG.md").read_text()
     assert "## v0.1.0" in changelog and "not benchmark data" in changelog
@@ -182,6 +182,7 @@ def test_existing_out_is_not_overwritten_unless_forced(tmp_path, capsys):
     assert main(["release", "build", "--source", "sample", "--version", "0.1.0", "--out", str(out)]) == 2
     assert "already exists" in capsys.readouterr().err
     assert (out / "keep.txt").read_text() == "mine"
+    (out / "release.json").write_text('{"version": "0.1.0"}')  # an earlier release: --force may replace it
     assert main(["release", "build", "--source", "sample", "--version", "0.1.1", "--out", str(out), "--force"]) == 0
     assert not (out / "keep.txt").exists()
     assert json.loads((out / "release.json").read_text())["version"] == "0.1.1"
@@ -216,7 +217,7 @@ def test_push_dry_run_prints_the_plan_and_touches_nothing(sample_release, capsys
 def test_push_checks_tag_and_token_before_any_network(sample_release, capsys, monkeypatch):
     monkeypatch.delenv("HF_TOKEN", raising=False)
     assert main(["release", "push", "--dir", str(sample_release), "--repo", "me/prb", "--tag", "v9.9.9"]) == 2
-    assert "does not match the release version 0.1.0" in capsys.readouterr().err
+    assert "is not the release's tag: use --tag v0.1.0" in capsys.readouterr().err
     assert main(["release", "push", "--dir", str(sample_release), "--repo", "me/prb", "--tag", "v0.1.0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["prbench: error: no Hugging Face token: run 'hf auth login' or set HF_TOKEN, then push again"]
@@ -226,3 +227,43 @@ def test_made_up_row_is_valid():
     from personalized_rewardbench.schema import validate_rows
 
     assert validate_rows([make_row(0, 1)], "x")[0]["id"] == "0_0_1"
+
+
+def test_push_refuses_a_repo_the_card_was_not_built_for(sample_release, capsys):
+    assert main(["release", "push", "--dir", str(sample_release), "--repo", "other/prb", "--tag", "v0.1.0", "--dry-run"]) == 2
+    assert "was built for me/prb" in capsys.readouterr().err
+
+
+def test_force_never_replaces_a_folder_it_did_not_write(tmp_path, capsys, monkeypatch):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "main.py").write_text("code")
+    monkeypatch.chdir(project)
+    for out in (".", str(project), str(tmp_path)):
+        assert main(["release", "build", "--source", "sample", "--version", "1.0.0", "--out", out, "--force"]) == 2
+    a_file = project / "notes.txt"
+    a_file.write_text("mine")
+    assert main(["release", "build", "--source", "sample", "--version", "1.0.0", "--out", str(a_file), "--force"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 4 and all(line.startswith("prbench: error: --out") for line in err)
+    assert (project / "main.py").read_text() == "code" and a_file.read_text() == "mine"
+
+
+def test_release_needs_every_subset(tmp_path, capsys):
+    write_upstream_folder(tmp_path / "up", per_subset=2)
+    shutil.rmtree(tmp_path / "up" / SUBSETS[2])
+    assert main(["release", "build", "--source", str(tmp_path / "up"), "--version", "0.1.0", "--out", str(tmp_path / "r")]) == 2
+    assert f"lacks {SUBSETS[2]}" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_ids_must_be_unique_across_subsets_and_files_not_empty(tmp_path, capsys):
+    written = write_upstream_folder(tmp_path / "up", per_subset=2, fmt="jsonl")
+    clash = dict(written[SUBSETS[1]][0], id=written[SUBSETS[0]][0]["id"])
+    path = tmp_path / "up" / SUBSETS[1] / "test-00000-of-00001.jsonl"
+    path.write_text(json.dumps(clash) + "\n" + json.dumps(written[SUBSETS[1]][1]) + "\n")
+    assert main(["release", "build", "--source", str(tmp_path / "up"), "--version", "0.1.0", "--out", str(tmp_path / "r")]) == 2
+    assert f"row 0_0_0: field 'id': in both {SUBSETS[0]} and {SUBSETS[1]}" in capsys.readouterr().err
+    path.write_text("")
+    assert main(["release", "build", "--source", str(tmp_path / "up"), "--version", "0.1.0", "--out", str(tmp_path / "r")]) == 2
+    assert f"{path}: holds no rows" in capsys.readouterr().err
