@@ -72,7 +72,7 @@ def _write_subset(rows: list[dict[str, Any]], subset: str, folder: Path) -> tupl
 
 def _changelog(version: str, source: Source, previous: Path | None, notes: str | None) -> str:
     counts = ", ".join(f"{subset} {len(rows)}" for subset, rows in source.rows.items())
-    entry = [f"## v{version} — {dt.date.today().isoformat()}", "", f"- Built from `{source.spec}` at revision `{source.revision}`."]
+    entry = [f"## v{version} — {dt.date.today().isoformat()}", "", f"- Built from {source.public_label} at revision `{source.revision}`."]
     entry.append(f"- Items: {counts}.")
     if source.is_demo_sample:
         entry.append("- Demo sample written for the personalized-rewardbench package; not benchmark data.")
@@ -110,7 +110,7 @@ def write_release(
             stats=stats,
             default_num_bytes=default_bytes,
             version=version,
-            source=source.spec,
+            source=source.public_label,
             source_revision=source.revision,
             demo=source.is_demo_sample,
             repo_id=repo_id,

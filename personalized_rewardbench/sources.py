@@ -49,6 +49,13 @@ class Source:
         """True when the rows are the bundled demo sample (directly or through a release built from it)."""
         return self.kind == "sample" or self.origin == "sample"
 
+    @property
+    def public_label(self) -> str:
+        """How cards and changelogs name the source: local paths mean nothing on the Hub."""
+        if self.kind in ("sample", "hub"):
+            return f"`{self.spec}`"
+        return f"a local folder (`{Path(self.spec).name}`)"
+
     def num_rows(self) -> int:
         return sum(len(rows) for rows in self.rows.values())
 

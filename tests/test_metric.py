@@ -279,6 +279,7 @@ BAD_SCORES = [
     (dict(chosen_scores=[0.1, 0.2], rejected_scores=[0.0, 0.0], subsets=[None, "Art"]), r"^subsets\[0\] is None"),
     (dict(chosen_scores=[0.1], rejected_scores=[0.0], subsets="Art"), r"subsets must be a list"),
     (dict(chosen_scores=[0.1]), r"^rejected_scores is missing"),
+    (dict(chosen_scores=[0.0, 1e308], rejected_scores=[0.0, -1e308]), r"^chosen_scores\[1\] - rejected_scores\[1\] overflows"),
     (dict(predictions=[1]), r"unknown argument\(s\) predictions for the 'default' config"),
 ]
 

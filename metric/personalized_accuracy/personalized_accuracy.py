@@ -328,7 +328,14 @@ def pointwise_accuracy(chosen_scores: Sequence[float], rejected_scores: Sequence
     if chosen.size == 0:
         raise ValueError("no pairs to score: chosen_scores and rejected_scores are empty")
     names = None if subsets is None else _check_subsets(subsets, chosen.size)
-    margins = chosen - rejected
+    with np.errstate(over="ignore"):
+        margins = chosen - rejected
+    overflow = np.flatnonzero(~np.isfinite(margins))
+    if overflow.size:
+        i = int(overflow[0])
+        raise ValueError(
+            f"chosen_scores[{i}] - rejected_scores[{i}] overflows ({chosen[i]!r} - {rejected[i]!r}): rescale the scores"
+        )
     correct, ties = chosen > rejected, chosen == rejected
     result = _summary(correct, ties, "num_ties", margins)
     return _with_subsets(result, names, correct, ties, "num_ties", margins)
