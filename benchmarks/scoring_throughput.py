@@ -3,11 +3,10 @@
 (a) straightforward — what a user writes by hand and the upstream evaluator does: every answer scored
     on its own, in dataset order (all chosen answers, then all rejected ones), fixed batches of 8,
     padded to the longest, question + profile rendered through the chat template;
-(b) engine — `ClassifierScorer` with the shared prefix and token-budget batching, through its
-    `plan()` / `score()` exactly as `prbench evaluate` runs it. Its `batch_tokens` is the
-    straightforward path's tokens per forward (8 x its longest input), capped at the CLI default
-    16384: the same memory budget per forward pass, so the peak-memory comparison is like for like
-    (16384 at k 10, about 2,200 at k 0).
+(b) engine — the scorer `prbench evaluate` builds by default (`make_scorer(RunConfig(model=...))`, on
+    the CPU): shared prefix and token-budget batching with the automatic `--batch-tokens` budget
+    (4096 on CPU), through its `plan()` / `score()` exactly as `prbench evaluate` runs them.
+    `--batch-tokens N` measures another budget instead.
 
 Both paths score the same synthetic items (`bench_model.make_items`: 10 profile posts of 150-400
 tokens, question 40-150 tokens, answers 60-130 tokens) with the same randomly initialised Llama-style
@@ -20,10 +19,11 @@ alternately (a b, b a, ...) and `--repeats` times; throughput is the best (faste
 path, which is the measurement least disturbed by other work on the machine. Time includes
 tokenization and, for the engine, planning and its one shared-prefix check.
 
-    .venv/bin/python benchmarks/scoring_throughput.py            # about 3.5-5 minutes on 2 CPU cores
+    .venv/bin/python benchmarks/scoring_throughput.py            # about 3-5 minutes on 2 CPU cores
 
 The last line printed is one JSON object (speedups, max |score difference|, decisions identical,
-peak-memory ratio engine / straightforward, the larger of k 10 and k 0).
+peak-memory ratios engine / straightforward, each the larger of k 10 and k 0: of the peak resident set,
+and of its growth above the resident set after loading).
 """
 
 from __future__ import annotations
@@ -83,15 +83,13 @@ def _straightforward(model_dir: str, items):
     return chosen, rejected, {"seconds": seconds, "padding_fraction": counts[0] / counts[1], "rss_after_load_mib": after_load}
 
 
-def _engine(model_dir: str, items):
-    from personalized_rewardbench.classifier_rm import ClassifierScorer
+def _engine(model_dir: str, items, batch_tokens: int | None = None):
     from personalized_rewardbench.eval_items import EvalItem
-    from personalized_rewardbench.registry import ModelSpec
+    from personalized_rewardbench.run_config import RunConfig
+    from personalized_rewardbench.scorer_factory import make_scorer
 
-    scorer = ClassifierScorer(model_dir, ModelSpec(), device="cpu", dtype="float32")
-    # the straightforward path's tokens per forward (8 inputs x the longest), capped at the CLI default
-    longest = max(len(scorer.encode_answer(item, answer)) for item in items for answer in (item.chosen, item.rejected))
-    scorer.batch_tokens = min(scorer.batch_tokens, 8 * longest)
+    # the scorer `prbench evaluate --model MODEL_DIR --device cpu [--batch-tokens N]` builds (dtype auto: float32 on CPU)
+    scorer = make_scorer(RunConfig(model=model_dir, device="cpu", batch_tokens=batch_tokens))
     warm = EvalItem("warm", items[0].subset, "warm up", (), "yes", "no")
     scorer.score([warm], [0])
     after_load = _peak_mib()
@@ -106,28 +104,33 @@ def _engine(model_dir: str, items):
     return chosen, rejected, {"seconds": seconds, "padding_fraction": stats["padding_fraction"], "rss_after_load_mib": after_load, "shared_prefix": stats["shared_prefix"], "batch_tokens": scorer.batch_tokens}
 
 
-def worker(path: str, model_dir: str, count: int, k: int) -> None:
+def worker(path: str, model_dir: str, count: int, k: int, batch_tokens: int | None) -> None:
     import torch
 
     items = _items(count, k)
-    chosen, rejected, figures = (_engine if path == "engine" else _straightforward)(model_dir, items)
+    if path == "engine":
+        chosen, rejected, figures = _engine(model_dir, items, batch_tokens)
+    else:
+        chosen, rejected, figures = _straightforward(model_dir, items)
     figures.update(peak_rss_mib=_peak_mib(), pairs=len(items), threads=torch.get_num_threads(), chosen=chosen, rejected=rejected)
     print(json.dumps(figures))
 
 
-def _measure(path: str, model_dir: Path, count: int, k: int) -> dict:
+def _measure(path: str, model_dir: Path, count: int, k: int, batch_tokens: int | None) -> dict:
     command = [sys.executable, __file__, "--worker", path, "--model", str(model_dir), "--items", str(count), "--k", str(k)]
+    if batch_tokens is not None:
+        command += ["--batch-tokens", str(batch_tokens)]
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
     if done.returncode != 0:
         sys.exit(f"{path} worker failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def compare(model_dir: Path, count: int, k: int, repeats: int) -> dict:
+def compare(model_dir: Path, count: int, k: int, repeats: int, batch_tokens: int | None = None) -> dict:
     runs: dict[str, list[dict]] = {"straightforward": [], "engine": []}
     for repeat in range(repeats):
         for path in ("straightforward", "engine") if repeat % 2 == 0 else ("engine", "straightforward"):
-            runs[path].append(_measure(path, model_dir, count, k))
+            runs[path].append(_measure(path, model_dir, count, k, batch_tokens))
             print(f"  k={k} {path:<15} {runs[path][-1]['pairs'] / runs[path][-1]['seconds']:7.2f} pairs/s", flush=True)
     best = {path: min(results, key=lambda r: r["seconds"]) for path, results in runs.items()}
     straight, engine = best["straightforward"], best["engine"]
@@ -157,13 +160,14 @@ def main() -> None:
     parser.add_argument("--items-k10", type=int, default=12, help="pairs scored at profile-k 10")
     parser.add_argument("--items-k0", type=int, default=120, help="pairs scored at profile-k 0")
     parser.add_argument("--repeats", type=int, default=3, help="alternating repeats of each path")
+    parser.add_argument("--batch-tokens", type=int, help="the engine's token budget (default: prbench's automatic one, 4096 on CPU)")
     parser.add_argument("--worker", choices=["straightforward", "engine"], help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--items", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--k", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.model, args.items, args.k)
+        worker(args.worker, args.model, args.items, args.k, args.batch_tokens)
         return
 
     from bench_model import build_model
@@ -172,13 +176,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="prbench-bench-") as folder:
         model_dir = build_model(Path(folder) / "rm")
         print(f"model: random Llama RM, 4 layers, hidden 512, float32, CPU; {os.cpu_count()} cores", flush=True)
-        results = {k: compare(model_dir, count, k, args.repeats) for k, count in ((10, args.items_k10), (0, args.items_k0))}
+        results = {k: compare(model_dir, count, k, args.repeats, args.batch_tokens) for k, count in ((10, args.items_k10), (0, args.items_k0))}
     for k, r in results.items():
         pps, pad, peak, above = r["pairs_per_second"], r["padding_fraction"], r["peak_rss_mib"], r["peak_above_load_mib"]
         print(f"\nprofile-k {k}: {r['pairs']} pairs, best of {args.repeats} alternating runs, {r['threads']} threads")
         print(f"  {'':<16}{'pairs/s':>9}{'padding':>9}{'peak RSS':>11}{'above load':>12}")
         for path in ("straightforward", "engine"):
             print(f"  {path:<16}{pps[path]:9.2f}{pad[path]:9.1%}{peak[path]:8.0f} MiB{above[path]:8.0f} MiB")
+        print(f"  peak memory engine / straightforward: {peak['engine'] / peak['straightforward']:.2f}x total RSS, "
+              f"{above['engine'] / above['straightforward']:.2f}x above load")
         print(f"  speedup {r['speedup']:.2f}x (median-time ratio {r['median_seconds']['straightforward'] / r['median_seconds']['engine']:.2f}x); "
               f"engine shared_prefix={r['engine_shared_prefix']}, batch_tokens={r['engine_batch_tokens']}; max |score diff| {r['max_abs_score_diff']:.2e}; "
               f"decisions identical: {r['decisions_identical']}")
@@ -189,6 +195,10 @@ def main() -> None:
         "max_abs_score_diff": max(r["max_abs_score_diff"] for r in results.values()),
         "decisions_identical": all(r["decisions_identical"] for r in results.values()),
         "peak_memory_ratio": round(max(r["peak_rss_mib"]["engine"] / r["peak_rss_mib"]["straightforward"] for r in results.values()), 3),
+        "peak_memory_ratio_above_load": round(
+            max(r["peak_above_load_mib"]["engine"] / r["peak_above_load_mib"]["straightforward"] for r in results.values()), 3
+        ),
+        "engine_batch_tokens": results[0]["engine_batch_tokens"],
     }
     print(json.dumps(summary))
 

@@ -2,8 +2,12 @@
 
 Input: the two-turn chat [user: question (+ top-k posts), assistant: answer] through the tokenizer's own
 chat template, tokenized directly (no render-then-retokenize, so no double BOS). Tokenizers without a
-chat template get the (user text, answer) pair encoding. Over-long inputs lose their lowest-ranked
-profile posts first; the answer is never cut.
+chat template get the (user text, answer) pair encoding.
+
+Over-long inputs (`fit`): the lowest-ranked profile posts go first (`truncated` in the score record,
+`truncated_pairs` in results.json); when the input is still too long with no posts, the question keeps
+its start and loses its end, marked with `…` (`question_shortened`, `shortened_questions`). The
+answer is never cut: an answer that does not fit on its own is a `UserError` naming the item.
 
 Batches hold pairs sorted by length under a token budget (`batch_tokens`). For decoder-only models
 the pair's shared prefix (the chat up to the answer) runs once and both answers are scored from its
@@ -13,12 +17,13 @@ KV cache (`prefix_scoring`); pairs or models where that is not exact are scored 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
 from personalized_rewardbench.devices import dtype_name
+from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.eval_items import EvalItem
 from personalized_rewardbench.model_loading import (
     attention_implementation,
@@ -37,11 +42,25 @@ from personalized_rewardbench.prefix_scoring import (
 )
 from personalized_rewardbench.prompts import reward_chat, user_message
 from personalized_rewardbench.registry import ModelSpec
+from personalized_rewardbench.run_config import auto_batch_tokens
 from personalized_rewardbench.scoring import ScoreRecord, token_budget_batches
 
 #: Shared-prefix scores may differ from full scores by float rounding only; the check before scoring allows this much.
 _CHECK_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-8}
 _CHECK_TOLERANCE_HALF = 5e-2
+#: Marks a question shortened to fit the max length (its start is kept).
+ELLIPSIS = "…"
+
+
+@dataclass(frozen=True)
+class FittedPair:
+    """A pair as it is scored: `item` with the posts and question that fit, and both inputs' token ids."""
+
+    item: EvalItem
+    chosen: list[int]
+    rejected: list[int]
+    truncated: bool  # profile posts were dropped
+    question_shortened: bool = False  # no posts left and still too long: the question's end was cut
 
 
 @dataclass(frozen=True)
@@ -50,6 +69,7 @@ class EncodedPair:
     rejected: list[int]
     truncated: bool
     layout: PairLayout  # layout.prefix > 0: scored from a shared prefix of that many tokens
+    question_shortened: bool = False
 
 
 class ClassifierScorer:
@@ -66,21 +86,21 @@ class ClassifierScorer:
         device: str = "auto",
         dtype: str = "auto",
         template: str = "default",
-        batch_tokens: int = 16384,
+        batch_tokens: int | None = None,
         shared_prefix: bool = True,
     ):
         self.name = model
         self.spec = spec
         self.template = template
-        self.batch_tokens = batch_tokens
         self.tokenizer = load_tokenizer(model, spec, revision)
         self.model, self.device, self.dtype = load_classifier(model, spec, revision, device, dtype)
+        self.batch_tokens = batch_tokens if batch_tokens is not None else auto_batch_tokens(self.device)
         self.added_pad = ensure_distinct_pad(self.tokenizer, self.model)
         self.revision = model_revision(model, self.model.config, revision)
         num_labels = self.model.config.num_labels
         self.score_rule = spec.score_rule if spec.score_rule != "auto" else ("logit" if num_labels == 1 else "last_class_prob")
-        limit = getattr(self.model.config, "max_position_embeddings", None) or spec.max_length
-        self.max_length = min(spec.max_length, limit)
+        self.model_limit: int | None = getattr(self.model.config, "max_position_embeddings", None)
+        self.max_length = min(spec.max_length, self.model_limit or spec.max_length)
         if shared_prefix:
             self.shared_prefix, self.shared_prefix_note, self._max_shared_length = shared_prefix_support(self.model)
         else:
@@ -120,31 +140,80 @@ class ClassifierScorer:
             return list(encoded["input_ids"])
         return list(self.tokenizer(user_message(item, self.template), truncation=False)["input_ids"])
 
-    def _fit(self, item: EvalItem) -> tuple[EvalItem, list[int], list[int], bool]:
+    def fit(self, item: EvalItem) -> FittedPair:
+        """Both inputs within `max_length`: drop the lowest-ranked posts, then shorten the question; never cut the answer."""
+        encode = lambda candidate: (self.encode_answer(candidate, item.chosen), self.encode_answer(candidate, item.rejected))  # noqa: E731
         for keep in range(len(item.posts), -1, -1):
             trimmed = item.with_posts(keep)
-            chosen, rejected = self.encode_answer(trimmed, item.chosen), self.encode_answer(trimmed, item.rejected)
-            if max(len(chosen), len(rejected)) <= self.max_length or keep == 0:
-                return trimmed, chosen, rejected, keep < len(item.posts) or max(len(chosen), len(rejected)) > self.max_length
-        raise AssertionError("unreachable")
+            chosen, rejected = encode(trimmed)
+            if max(len(chosen), len(rejected)) <= self.max_length:
+                return FittedPair(trimmed, chosen, rejected, truncated=keep < len(item.posts))
+        return self._shorten_question(trimmed, encode, truncated=bool(item.posts))
+
+    def _shorten_question(self, item: EvalItem, encode, truncated: bool) -> FittedPair:
+        """The longest start of the question (cut at a token end, marked `…`) with which both inputs fit."""
+        question = item.question
+
+        def shortened(cut: int) -> EvalItem:
+            start = question[:cut].rstrip()
+            return replace(item, question=f"{start} {ELLIPSIS}" if start else ELLIPSIS)
+
+        fits = lambda ids: max(map(len, ids)) <= self.max_length  # noqa: E731
+        best = encode(shortened(0))
+        if not fits(best):
+            self._answer_too_long(item, best)
+        cuts = self._cut_points(question)
+        low, high = -1, len(cuts)  # cuts[low] fits (-1: the ellipsis alone), the whole question does not
+        while high - low > 1:
+            middle = (low + high) // 2
+            ids = encode(shortened(cuts[middle]))
+            if fits(ids):
+                low, best = middle, ids
+            else:
+                high = middle
+        final = shortened(cuts[low] if low >= 0 else 0)
+        return FittedPair(final, best[0], best[1], truncated=truncated, question_shortened=True)
+
+    def _cut_points(self, question: str) -> list[int]:
+        """Character offsets where a token of the question ends (every character for slow tokenizers)."""
+        try:
+            offsets = self.tokenizer(question, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+            return sorted({end for _start, end in offsets if 0 < end < len(question)})
+        except (NotImplementedError, TypeError, ValueError, KeyError):
+            return list(range(1, len(question)))
+
+    def _answer_too_long(self, item: EvalItem, ids: tuple[list[int], list[int]]) -> None:
+        which = "chosen" if len(ids[0]) > self.max_length else "rejected"
+        length = len(ids[0] if which == "chosen" else ids[1])
+        if self.model_limit is not None and self.max_length < self.model_limit and length <= self.model_limit:
+            advice = f"pass a larger --max-length (this model takes up to {self.model_limit} tokens)"
+        else:
+            limit = f"{self.model_limit} positions" if self.model_limit else f"max length {self.max_length}"
+            advice = f"use a model with a longer context (this one takes {limit})"
+        raise UserError(
+            f"item {item.id}: the {which} answer alone takes {length} tokens with the chat scaffolding "
+            f"(no posts, the question cut to '{ELLIPSIS}'), over the max length of {self.max_length} tokens; "
+            f"answers are never cut: {advice}"
+        )
 
     def encode_pair(self, item: EvalItem) -> tuple[list[int], list[int], bool]:
-        """(chosen ids, rejected ids, truncated): drops lowest-ranked posts until both fit `max_length`."""
-        _trimmed, chosen, rejected, truncated = self._fit(item)
-        return chosen, rejected, truncated
+        """(chosen ids, rejected ids, posts dropped) within `max_length` (see `fit`)."""
+        fitted = self.fit(item)
+        return fitted.chosen, fitted.rejected, fitted.truncated
 
     def _encode(self, item: EvalItem) -> EncodedPair:
-        trimmed, chosen, rejected, truncated = self._fit(item)
+        fitted = self.fit(item)
+        chosen, rejected = fitted.chosen, fitted.rejected
         layout = PairLayout(0, self.shared_prefix_note)
         if self.shared_prefix:
             try:
-                prompt = self.encode_prompt(trimmed)
+                prompt = self.encode_prompt(fitted.item)  # the scored item: posts dropped, question shortened
             except Exception:  # noqa: BLE001 - a template that cannot render the prompt alone: score in full
                 prompt = []
             layout = pair_layout(prompt, chosen, rejected, self.tokenizer.pad_token_id)
             if layout.prefix and self._max_shared_length is not None and max(len(chosen), len(rejected)) > self._max_shared_length:
                 layout = PairLayout(0, "input longer than the model's sliding attention window")
-        return EncodedPair(chosen, rejected, truncated, layout)
+        return EncodedPair(chosen, rejected, fitted.truncated, layout, fitted.question_shortened)
 
     # -- planning ---------------------------------------------------------------------------------
     def plan(self, items: list[EvalItem]) -> list[list[int]]:
@@ -152,7 +221,7 @@ class ClassifierScorer:
         self._encoded = {i: self._encode(item) for i, item in enumerate(items)}
         shared = [i for i in range(len(items)) if self._encoded[i].layout.prefix]
         if shared and not self._checked and not self._self_check(self._encoded[shared[0]]):
-            self._encoded = {i: EncodedPair(p.chosen, p.rejected, p.truncated, PairLayout(0, self.shared_prefix_note)) for i, p in self._encoded.items()}
+            self._encoded = {i: replace(p, layout=PairLayout(0, self.shared_prefix_note)) for i, p in self._encoded.items()}
             shared = []
         full = [i for i in range(len(items)) if not self._encoded[i].layout.prefix]
         shapes = [self._shape(self._encoded[i]) for i in shared]
@@ -242,6 +311,16 @@ class ClassifierScorer:
         else:
             scores = self.score_sequences([ids for pair in encoded for ids in (pair.chosen, pair.rejected)])
         return [
-            {"chosen_score": scores[2 * n], "rejected_score": scores[2 * n + 1], "truncated": pair.truncated}
+            {
+                "chosen_score": scores[2 * n],
+                "rejected_score": scores[2 * n + 1],
+                "truncated": pair.truncated,
+                "question_shortened": pair.question_shortened,
+            }
             for n, pair in enumerate(encoded)
         ]
+
+    @staticmethod
+    def summarize(records: list[ScoreRecord]) -> dict[str, Any]:
+        """results.json figures beyond accuracy: pairs whose question was shortened (posts dropped: `truncated_pairs`)."""
+        return {"shortened_questions": sum(1 for record in records if record.get("question_shortened"))}

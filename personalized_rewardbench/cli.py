@@ -104,7 +104,12 @@ def _evaluate(args: argparse.Namespace) -> int:
     elif "no_verdict" in results:
         print(f"judge: answers without a rating: {results['no_verdict']} (their pairs count as ties: wrong)")
     if results.get("truncated_pairs"):
-        print(f"truncated pairs (lowest-ranked posts dropped to fit): {results['truncated_pairs']}")
+        print(f"truncated pairs (lowest-ranked profile posts dropped to fit the max length): {results['truncated_pairs']}")
+    if results.get("shortened_questions"):
+        print(
+            f"shortened questions (too long even without posts: the question's end cut, marked '…'; "
+            f"answers never cut): {results['shortened_questions']}"
+        )
     print(outcome.run_dir / "results.json")
     return 0
 
@@ -174,7 +179,9 @@ def _add_evaluate_parser(commands) -> None:
     evaluate.add_argument("--device", default="auto", help="auto | cpu | cuda")
     evaluate.add_argument("--trust-remote-code", action="store_true")
     evaluate.add_argument("--max-length", type=int, help="input token limit (default: the model registry's, capped by the model)")
-    evaluate.add_argument("--batch-tokens", type=int, default=16384, help="token budget per forward batch")
+    evaluate.add_argument(
+        "--batch-tokens", type=int, help="token budget per forward batch (default: auto, 2048 on CPU, 16384 on CUDA)"
+    )
     evaluate.add_argument("--no-shared-prefix", action="store_true", help="score every input in full (no KV-cache reuse)")
     evaluate.add_argument("--judge-mode", default="logits", choices=["logits", "generate"])
     evaluate.add_argument("--backend", default="transformers", choices=["transformers", "vllm"])

@@ -16,7 +16,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.eval_items import EvalItem, make_eval_item
 from personalized_rewardbench.ranking_cache import rank_profiles
 from personalized_rewardbench.results import RESULTS_FILE, SCORES_FILE, build_results, run_slug, slug
-from personalized_rewardbench.retrieval import make_retriever
+from personalized_rewardbench.retrieval import Retriever, make_retriever
 from personalized_rewardbench.run_config import RunConfig
 from personalized_rewardbench.score_log import ScoreLog, write_json_atomic, write_jsonl_atomic
 from personalized_rewardbench.scorer_factory import make_scorer
@@ -54,18 +54,28 @@ class RunOutcome:
     reused: bool = False  # True when an identical finished run was found and nothing was scored
 
 
-def prepare_items(config: RunConfig, log: Callable[[str], None] = print) -> PreparedData:
-    """Load the data, rank profiles (cached) and build the model-facing items."""
-    source = load_source(config.data)
+def prepare_items(
+    config: RunConfig,
+    log: Callable[[str], None] = print,
+    *,
+    source: Source | None = None,
+    retriever: Retriever | None = None,
+) -> PreparedData:
+    """Load the data, rank profiles (cached) and build the model-facing items.
+
+    A caller that keeps the data and the profile ranker loaded (the Space) passes them as `source`
+    and `retriever`; by default both are built from `config`."""
+    source = source if source is not None else load_source(config.data)
     selected = select(source, config.subsets or None, config.limit)
     notices: list[str] = []
     retriever_name = "none"
     rankings: dict[str, list[int]] = {}
     if config.profile_k > 0:
-        retriever, notice = make_retriever(config.retriever)
-        if notice:
-            notices.append(notice)
-            log(notice)
+        if retriever is None:
+            retriever, notice = make_retriever(config.retriever)
+            if notice:
+                notices.append(notice)
+                log(notice)
         retriever_name = retriever.name
         all_rows = [row for rows in selected.values() for row in rows]
         rankings = rank_profiles(all_rows, retriever, source.revision, config.cache_dir, progress=config.progress)
@@ -157,9 +167,16 @@ def run_evaluation(
     on_progress: Callable[[int, int], None] | None = None,
     log: Callable[[str], None] = print,
     scorer: Scorer | None = None,
+    prepared: PreparedData | None = None,
 ) -> RunOutcome:
-    """Score every selected pair (this process: batches rank, rank + world_size, ...) and write the results."""
-    data = prepare_items(config, log if rank == 0 else (lambda _message: None))
+    """Score every selected pair (this process: batches rank, rank + world_size, ...) and write the results.
+
+    `prepared` is `prepare_items(config)` done beforehand (the Space prepares the items in its main
+    process, so its GPU function only scores); only its items, retriever name and source identity are read."""
+    if prepared is not None:
+        data = replace(prepared, notices=list(prepared.notices))  # the caller's copy stays as it was
+    else:
+        data = prepare_items(config, log if rank == 0 else (lambda _message: None))
     scorer = scorer or make_scorer(config)
     identity = run_identity(config, data, scorer)
     tag = "" if scorer.model_type in ("classifier", "baseline") else scorer.model_type + "-" + config.judge_mode
@@ -173,7 +190,11 @@ def run_evaluation(
         return RunOutcome(run_dir, finished[0] if rank == 0 else None, finished[1], data.notices, reused=True)
 
     done = _load_partials(run_dir)
-    batches = scorer.plan(data.items)[rank::world_size]
+    barrier()  # every rank has read the same finished items before any rank appends more
+    plan = scorer.plan(data.items)
+    pending = [batch for batch in plan if not all(data.items[i].id in done for i in batch)]
+    pairs_pending = sum(len(batch) for batch in pending)  # over all ranks, for the run's runtime figures
+    batches = plan[rank::world_size]
     for notice in getattr(scorer, "notices", []):  # e.g. pairs the shared-prefix path scores in full
         data.notices.append(notice)
         if rank == 0:
@@ -190,8 +211,8 @@ def run_evaluation(
             bar.update(len(batch))
             if on_progress is not None:
                 on_progress(bar.n, total)
-    seconds = time.perf_counter() - started
     barrier()
+    seconds = time.perf_counter() - started  # wall time until the slowest rank finished
     if rank != 0:
         return RunOutcome(run_dir, None, [], data.notices)
 
@@ -202,8 +223,8 @@ def run_evaluation(
     records = [done[item.id] for item in data.items]
     runtime = {
         "seconds": round(seconds, 3),
-        "pairs_scored": total,
-        "pairs_per_second": round(total / seconds, 3) if seconds > 0 and total else None,
+        "pairs_scored": pairs_pending,
+        "pairs_per_second": round(pairs_pending / seconds, 3) if seconds > 0 and pairs_pending else None,
         "device": str(getattr(scorer, "device", "cpu")),
         "processes": world_size,
         **(scorer.runtime_stats() if hasattr(scorer, "runtime_stats") else {}),

@@ -2,19 +2,23 @@
 
 Both backends take token ids (the prompts are built once, in `judges.py`) and offer two calls:
 
-- ``next_token_logprobs(groups, token_ids)``: for every prompt, the log-probabilities of `token_ids`
-  as the next token (one forward pass, no sampling). A *group* is a few prompts that share a long
-  start (the two orders of a pair, the two answers of an item). The transformers backend runs each
-  group's shared start once and continues every prompt from a copy of its KV cache (`DynamicCache`);
-  the shared start is the longest common prefix of the group's token ids (so it is a true prefix of
-  each prompt by construction), capped one token short of the shortest prompt. Prompts are
-  left-padded with explicit position ids, so padding never moves a token's position. Models whose
-  cache is not a plain `DynamicCache` (recurrent / linear-attention layers) run every prompt in full.
+- ``next_token_logprobs(groups, token_ids, last=1)``: for every prompt, the log-probabilities of
+  `token_ids` as the next token after each of its last `last` positions (one forward pass, no
+  sampling): per group, per prompt, `last` rows, the final row after the whole prompt. `last` > 1
+  reads a multi-token choice ("10" as "1" "0") in the same pass. A *group* is a few prompts that
+  share a long start (the two orders of a pair, the two answers of an item). The transformers backend
+  runs each group's shared start once and continues every prompt from a copy of its KV cache
+  (`DynamicCache`); the shared start is the longest common prefix of the group's token ids (so it is
+  a true prefix of each prompt by construction), capped `last` tokens short of the shortest prompt.
+  Prompts are left-padded with explicit position ids, so padding never moves a token's position.
+  Models whose cache is not a plain `DynamicCache` (recurrent / linear-attention layers) run every
+  prompt in full; `shared_prefix_note` says why, `runtime_stats()` how often and how much padding.
 - ``generate(prompts, max_new_tokens)``: greedy decoding; the text after the prompt, cut at the first
   end-of-sequence token.
 
 vLLM reuses shared starts itself (automatic prefix caching). It returns only the top-20 next-token
-log-probabilities: a verdict token outside them gets the 20th value (an upper bound).
+log-probabilities: a verdict token outside them gets the 20th value (an upper bound). It reads the
+`last` > 1 positions by asking for the next token after each shorter prompt (prefix-cached).
 """
 
 from __future__ import annotations
@@ -35,15 +39,15 @@ BACKENDS = ("transformers", "vllm")
 VLLM_TOP_LOGPROBS = 20
 
 
-def shared_prefix_length(sequences: list[list[int]]) -> int:
-    """Length of the longest common prefix of `sequences`, at most one token short of the shortest.
+def shared_prefix_length(sequences: list[list[int]], keep: int = 1) -> int:
+    """Length of the longest common prefix of `sequences`, at most `keep` tokens short of the shortest.
 
     >>> shared_prefix_length([[1, 2, 3, 4], [1, 2, 5], [1, 2, 3]])
     2
-    >>> shared_prefix_length([[7, 8], [7, 8]])
-    1
+    >>> shared_prefix_length([[7, 8], [7, 8]]), shared_prefix_length([[7, 8, 9], [7, 8, 9]], keep=2)
+    (1, 1)
     """
-    limit = min(map(len, sequences)) - 1
+    limit = max(0, min(map(len, sequences)) - keep)
     return min([limit, *(common_prefix_length(sequences[0], other) for other in sequences[1:])])
 
 
@@ -82,8 +86,15 @@ class TransformersBackend:
         self.revision = model_revision(model, self.model.config, revision)
         positions = getattr(self.model.config, "max_position_embeddings", None)
         self.max_length = min(spec.max_length, positions) if positions else spec.max_length
-        self.shared_prefix = shared_prefix and type(self.model)._supports_default_dynamic_cache() and self._plain_cache()
-        self.stats = {"forward_tokens": 0, "prefix_tokens_reused": 0, "generated_tokens": 0}
+        if not shared_prefix:
+            self.shared_prefix_note = "disabled by --no-shared-prefix"
+        elif not type(self.model)._supports_default_dynamic_cache() or not self._plain_cache():
+            self.shared_prefix_note = "the model's cache is not a plain DynamicCache (recurrent or linear-attention layers)"
+        else:
+            self.shared_prefix_note = ""
+        self.shared_prefix = not self.shared_prefix_note
+        self.stats = {"forward_tokens": 0, "padded_tokens": 0, "prefix_tokens_reused": 0, "generated_tokens": 0,
+                      "shared_prefix_calls": 0, "full_forward_calls": 0}
 
     def _plain_cache(self) -> bool:
         try:
@@ -96,36 +107,53 @@ class TransformersBackend:
         return {"dtype": dtype_name(self.dtype), "attn_implementation": attention_implementation(self.model)}
 
     def runtime_stats(self) -> dict[str, Any]:
-        return {**self.stats, "shared_prefix": self.shared_prefix}
+        """Counters so far; `padding_fraction` is the share of computed positions that were padding."""
+        computed = self.stats["forward_tokens"] + self.stats["padded_tokens"]
+        stats = {**self.stats, "shared_prefix": self.shared_prefix, "padding_fraction": round(self.stats["padded_tokens"] / computed, 4) if computed else 0.0}
+        if self.shared_prefix_note:
+            stats["shared_prefix_note"] = self.shared_prefix_note
+        return stats
 
     # -- next-token log-probabilities ------------------------------------------------------------
     @torch.inference_mode()
-    def next_token_logprobs(self, groups: list[list[list[int]]], token_ids: list[int], shared_prefix: bool | None = None) -> list[list[list[float]]]:
-        """Per group, per prompt: log P(token | prompt) for each of `token_ids`."""
+    def next_token_logprobs(
+        self, groups: list[list[list[int]]], token_ids: list[int], shared_prefix: bool | None = None, last: int = 1
+    ) -> list[list[list[list[float]]]]:
+        """Per group, per prompt, per last position (`last` rows, the final one after the whole
+        prompt): log P(token | prompt up to there) for each of `token_ids`."""
         use_prefix = self.shared_prefix if shared_prefix is None else shared_prefix
         size = len(groups[0])
-        prefixes = [shared_prefix_length(group) for group in groups]
+        prefixes = [shared_prefix_length(group, last) for group in groups]
+        index = torch.tensor(token_ids, dtype=torch.long, device=self.device)
         if use_prefix and all(len(group) == size for group in groups) and min(prefixes) > 0:
-            logprobs = self._prefix_forward(groups, prefixes)
+            logprobs = self._prefix_forward(groups, prefixes, last, index)
+            self.stats["shared_prefix_calls"] += 1
         else:
-            logprobs = self._full_forward([seq for group in groups for seq in group])
-        picked = logprobs[:, token_ids].tolist()
+            logprobs = self._full_forward([seq for group in groups for seq in group], last, index)
+            self.stats["full_forward_calls"] += 1
+        picked = logprobs.tolist()
         return [picked[start : start + len(group)] for start, group in zip(_starts(groups), groups)]
 
-    def _logits(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache: DynamicCache | None = None) -> torch.Tensor:
-        """Float32 logits at the last column (every row ends there: rows are left-padded)."""
+    def _logits(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache: DynamicCache | None = None, last: int = 1) -> torch.Tensor:
+        """Float32 logits at the last `last` columns (every row ends there: rows are left-padded)."""
         output = self.model(
             input_ids=ids.to(self.device), attention_mask=mask.to(self.device), position_ids=positions.to(self.device),
-            past_key_values=cache, use_cache=cache is not None, logits_to_keep=1,
+            past_key_values=cache, use_cache=cache is not None, logits_to_keep=last,
         )
-        return output.logits[:, -1].float()
+        return output.logits[:, -last:].float()
 
-    def _full_forward(self, sequences: list[list[int]]) -> torch.Tensor:
+    def _count(self, *masks: torch.Tensor) -> None:
+        for mask in masks:
+            real = int(mask.sum())
+            self.stats["forward_tokens"] += real
+            self.stats["padded_tokens"] += mask.numel() - real
+
+    def _full_forward(self, sequences: list[list[int]], last: int, index: torch.Tensor) -> torch.Tensor:
         ids, mask = _left_pad(sequences, self.tokenizer.pad_token_id)
-        self.stats["forward_tokens"] += int(mask.sum())
-        return torch.log_softmax(self._logits(ids, mask, _positions(mask)), dim=-1).cpu()
+        self._count(mask)
+        return torch.log_softmax(self._logits(ids, mask, _positions(mask), last=last), dim=-1)[..., index].cpu()
 
-    def _prefix_forward(self, groups: list[list[list[int]]], prefixes: list[int]) -> torch.Tensor:
+    def _prefix_forward(self, groups: list[list[list[int]]], prefixes: list[int], last: int, index: torch.Tensor) -> torch.Tensor:
         size = len(groups[0])
         prefix_ids, prefix_mask = _left_pad([group[0][:length] for group, length in zip(groups, prefixes)], self.tokenizer.pad_token_id)
         cache = DynamicCache(config=self.model.config)
@@ -135,10 +163,10 @@ class TransformersBackend:
         suffix_ids, suffix_mask = _left_pad(suffixes, self.tokenizer.pad_token_id)
         starts = torch.tensor(prefixes).repeat_interleave(size)
         mask = torch.cat([prefix_mask.repeat_interleave(size, dim=0), suffix_mask], dim=1)
-        logits = self._logits(suffix_ids, mask, _positions(suffix_mask, starts), cache)
-        self.stats["forward_tokens"] += int(prefix_mask.sum() + suffix_mask.sum())
+        logits = self._logits(suffix_ids, mask, _positions(suffix_mask, starts), cache, last=last)
+        self._count(prefix_mask, suffix_mask)
         self.stats["prefix_tokens_reused"] += (size - 1) * sum(prefixes)
-        return torch.log_softmax(logits, dim=-1).cpu()
+        return torch.log_softmax(logits, dim=-1)[..., index].cpu()
 
     # -- generation -------------------------------------------------------------------------------
     def _stop_ids(self) -> set[int]:
@@ -161,7 +189,7 @@ class TransformersBackend:
             cut = next((n for n, token in enumerate(row) if token in stop), len(row))
             self.stats["generated_tokens"] += cut
             texts.append(self.tokenizer.decode(row[:cut], skip_special_tokens=False))
-        self.stats["forward_tokens"] += int(mask.sum())
+        self._count(mask)
         return texts
 
 
@@ -195,6 +223,7 @@ class VllmBackend:
         self.llm = LLM(model=model, revision=revision, dtype=self.dtype, seed=seed, trust_remote_code=spec.trust_remote_code,
                        enable_prefix_caching=True, max_model_len=self.max_length)
         self.stats = {"generated_tokens": 0}
+        self.shared_prefix_note = ""  # vLLM's automatic prefix caching reuses shared starts itself
 
     def describe(self) -> dict[str, Any]:
         return {"dtype": str(self.llm.llm_engine.model_config.dtype).removeprefix("torch.")}
@@ -207,16 +236,20 @@ class VllmBackend:
 
         return self.llm.generate([TokensPrompt(prompt_token_ids=seq) for seq in sequences], params, use_tqdm=False)
 
-    def next_token_logprobs(self, groups: list[list[list[int]]], token_ids: list[int], shared_prefix: bool | None = None) -> list[list[list[float]]]:
+    def next_token_logprobs(
+        self, groups: list[list[list[int]]], token_ids: list[int], shared_prefix: bool | None = None, last: int = 1
+    ) -> list[list[list[list[float]]]]:
         from vllm import SamplingParams
 
-        outputs = self._run([seq for group in groups for seq in group], SamplingParams(max_tokens=1, temperature=0.0, logprobs=VLLM_TOP_LOGPROBS))
+        prompts = [seq[: len(seq) - back] for group in groups for seq in group for back in range(last - 1, -1, -1)]
+        outputs = self._run(prompts, SamplingParams(max_tokens=1, temperature=0.0, logprobs=VLLM_TOP_LOGPROBS))
         rows = []
         for output in outputs:
             top = output.outputs[0].logprobs[0]
             floor = min(entry.logprob for entry in top.values())
             rows.append([top[token].logprob if token in top else floor for token in token_ids])
-        return [rows[start : start + len(group)] for start, group in zip(_starts(groups), groups)]
+        per_prompt = [rows[n : n + last] for n in range(0, len(rows), last)]
+        return [per_prompt[start : start + len(group)] for start, group in zip(_starts(groups), groups)]
 
     def generate(self, sequences: list[list[int]], max_new_tokens: int) -> list[str]:
         from vllm import SamplingParams

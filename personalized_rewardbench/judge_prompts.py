@@ -10,10 +10,11 @@ recorded in results.json (`protocol.judge_prompt`), so a change of wording makes
 - pointwise (``SCORE_PROMPT``): the system message asks for a 0-10 rating of how well one answer fits
   this user, ending with ``Rating: N``; the user message holds the posts, the question and the answer.
 
-In `logits` mode the assistant turn is started with ``VERDICT_PREFIX`` / ``RATING_PREFIX`` and the
-judge's next-token distribution is read. The prefixes end at the colon, without a trailing space:
-BPE tokenizers write ": A" as ":" + " A", so a prefix ending in a space would leave the model to
-predict a letter after a lone space token, which chat models rarely see.
+In `logits` mode the assistant turn is started with the part of the answer format
+(``VERDICT_FORMAT`` / ``RATING_FORMAT``) that every choice shares *as the tokenizer writes it*, and the
+judge's next-token distribution is read there (`verdicts.read_choices`): "Result:" for most
+tokenizers, "Rating: " (ending in a lone space token) for byte-level BPE tokenizers that split
+digits. The format strings, not a fixed prefix, are the protocol.
 
 >>> from personalized_rewardbench.eval_items import EvalItem
 >>> item = EvalItem("0_0_1", "Art_and_Entertainment", "Which anime next?", (), "Mushishi.", "Naruto.")
@@ -31,8 +32,9 @@ from personalized_rewardbench.prompts import format_posts
 
 PAIRWISE_PROMPT = "pairwise-v1"
 SCORE_PROMPT = "score-v1"
-VERDICT_PREFIX = "Result:"
-RATING_PREFIX = "Rating:"
+VERDICT_FORMAT = "Result: {}"  # the pairwise answer, {} one of LETTERS
+RATING_FORMAT = "Rating: {}"  # the pointwise answer, {} one of RATINGS
+RATINGS = tuple(str(n) for n in range(11))
 LETTERS = ("A", "B")
 
 PAIRWISE_SYSTEM = (

@@ -27,7 +27,31 @@ def model_revision(model: str, config: Any, requested: str | None) -> str:
     return getattr(config, "_commit_hash", None) or requested or "unknown"
 
 
+def _looks_local(model: str) -> bool:
+    """A path rather than a Hub id (`NAME` or `OWNER/NAME`): starts with `.`, `/` or `~`, or has more parts."""
+    return model.startswith((".", "/", "~")) or "\\" in model or model.count("/") > 1
+
+
+def check_model_path(model: str) -> None:
+    """One-line errors for a local model path that is not a model folder, before any Hub lookup.
+
+    >>> check_model_path("./typo_model")
+    Traceback (most recent call last):
+    ...
+    personalized_rewardbench.errors.UserError: no such model folder: ./typo_model (pass a folder written by save_pretrained, or a Hub id OWNER/NAME)
+    """
+    path = Path(model).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise UserError(f"{model} is not a model folder (no config.json); pass the folder written by save_pretrained")
+    elif path.exists():
+        raise UserError(f"{model} is not a model folder (it is a file); pass the folder that holds config.json")
+    elif _looks_local(model):
+        raise UserError(f"no such model folder: {model} (pass a folder written by save_pretrained, or a Hub id OWNER/NAME)")
+
+
 def load_tokenizer(model: str, spec: ModelSpec, revision: str | None = None, padding_side: str = "right"):
+    check_model_path(model)
     try:
         tokenizer = AutoTokenizer.from_pretrained(model, revision=revision, trust_remote_code=spec.trust_remote_code)
     except (OSError, ValueError) as error:
@@ -73,6 +97,7 @@ def _from_pretrained(auto_class, model: str, revision: str | None, dtype, spec: 
 
 
 def _load(auto_class, model: str, spec: ModelSpec, revision: str | None, device_name: str, dtype_name: str):
+    check_model_path(model)
     device = select_device(device_name)
     dtype = select_dtype(dtype_name if dtype_name != "auto" else spec.dtype, device)
     try:
@@ -99,9 +124,34 @@ def load_classifier(model: str, spec: ModelSpec, revision: str | None, device: s
     return loaded, device_, dtype_
 
 
+def _untied_head_missing(loaded, info: dict[str, Any]) -> str | None:
+    """The first missing key of the output (lm_head) layer when that layer is not tied to the input
+    embeddings: from_pretrained initialised it at random."""
+    head = loaded.get_output_embeddings()
+    if head is None:
+        return None
+    name = next((n for n, module in loaded.named_modules() if module is head), None)
+    missing = sorted(key for key in info.get("missing_keys", []) if name and key.startswith(name + "."))
+    if not missing:
+        return None
+    config = loaded.config.get_text_config() if hasattr(loaded.config, "get_text_config") else loaded.config
+    inputs = loaded.get_input_embeddings()
+    tied = getattr(config, "tie_word_embeddings", False) or (
+        inputs is not None and getattr(inputs, "weight", None) is not None and head.weight.data_ptr() == inputs.weight.data_ptr()
+    )
+    return None if tied else missing[0]
+
+
 def load_causal_lm(model: str, spec: ModelSpec, revision: str | None, device: str, dtype: str):
-    """A causal LM used as a judge."""
-    loaded, _info, device_, dtype_ = _load(AutoModelForCausalLM, model, spec, revision, device, dtype)
+    """A causal LM used as a judge; refuses checkpoints whose language-model head would be random."""
+    loaded, info, device_, dtype_ = _load(AutoModelForCausalLM, model, spec, revision, device, dtype)
+    missing = _untied_head_missing(loaded, info)
+    if missing:
+        raise UserError(
+            f"{model!r} has no trained language-model head ({missing} is missing from the checkpoint and the "
+            "embeddings are not tied), so a judge would read random logits; pass a chat (causal LM) checkpoint, "
+            "or use --model-type classifier for reward models"
+        )
     return loaded, device_, dtype_
 
 

@@ -15,8 +15,18 @@ Two templates for the user turn (the assistant turn is always the answer, unchan
       <question>
 
   with k = 0, the question alone.
-- ``upstream``: the upstream evaluator's layout as the paper describes it: the top posts formatted
+- ``upstream``: the upstream evaluator's message layout as the paper describes it: the top posts formatted
   ``Post i (Category: c):\\n<text>``, joined by blank lines, then the question; the question alone at k = 0.
+
+What ``upstream`` reproduces is the *messages*: the user turn's text and the assistant turn (the answer),
+laid out by the model's own chat template. It does not reproduce how upstream turns them into token ids.
+The upstream evaluator renders the chat to text (``apply_chat_template(..., tokenize=False)``) and then
+tokenizes that text with special tokens added; on tokenizers whose chat template already writes the BOS
+token and whose tokenizer adds one too (Llama-3 style: ``<|begin_of_text|>`` twice) the input starts with
+a doubled BOS. This package always tokenizes the chat directly (``apply_chat_template(..., tokenize=True)``),
+so every template gives the single BOS the model was trained with. On tokenizers that add no BOS of their
+own (Qwen2/3 and the Skywork-Reward-V2 Qwen models, for example) both routes give identical token ids; on
+Llama-3 style tokenizers the only difference is the extra leading BOS, which can move scores slightly.
 
 >>> from personalized_rewardbench.eval_items import EvalItem, ProfilePost
 >>> item = EvalItem("0_0_1", "Art_and_Entertainment", "Which anime next?", (ProfilePost("anime", "I loved Mushishi."),), "A", "B")

@@ -95,7 +95,10 @@ def find_results(folder: Path) -> list[dict[str, Any]]:
 
 
 def format_table(results: dict[str, Any]) -> str:
-    """Per-subset console table with the overall row."""
+    """Per-subset console table with the overall row. Pairwise judges (results with `num_verdicts`)
+    show pairs, verdicts (two per pair) and verdicts without a decision instead of ties."""
+    if "num_verdicts" in results:
+        return _format_judge_table(results)
     lines = [f"{'subset':<36} {'pairs':>6} {'ties':>5} {'accuracy':>9}  95% interval"]
     rows = [(name, figures) for name, figures in results["per_subset"].items()]
     rows.append(("overall (micro)", {"num_pairs": results["num_pairs"], "ties": results["ties"], "accuracy": results["accuracy"], "ci95": results["ci95"]}))
@@ -105,4 +108,19 @@ def format_table(results: dict[str, Any]) -> str:
             f"{name:<36} {figures['num_pairs']:>6} {figures['ties']:>5} {100 * figures['accuracy']:>8.2f}%  [{100 * low:.2f}, {100 * high:.2f}]"
         )
     lines.append(f"{'macro (mean over subsets)':<36} {'':>6} {'':>5} {100 * results['macro_accuracy']:>8.2f}%")
+    return "\n".join(lines)
+
+
+def _format_judge_table(results: dict[str, Any]) -> str:
+    lines = [f"{'subset':<36} {'pairs':>6} {'verdicts':>8} {'no verdict':>10} {'accuracy':>9}  95% interval (per pair)"]
+    rows = [(name, figures) for name, figures in results["per_subset"].items()]
+    rows.append(("overall (micro)", results))
+    for name, figures in rows:
+        low, high = figures["ci95"]
+        no_verdict = figures.get("no_verdict", figures["ties"])
+        lines.append(
+            f"{name:<36} {figures['num_pairs']:>6} {figures['num_verdicts']:>8} {no_verdict:>10} "
+            f"{100 * figures['accuracy']:>8.2f}%  [{100 * low:.2f}, {100 * high:.2f}]"
+        )
+    lines.append(f"{'macro (mean over subsets)':<36} {'':>6} {'':>8} {'':>10} {100 * results['macro_accuracy']:>8.2f}%")
     return "\n".join(lines)

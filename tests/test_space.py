@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,14 +18,22 @@ import yaml
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
+from personalized_rewardbench import engine
 from personalized_rewardbench.allowlist import load_allowlist
-from personalized_rewardbench.engine import prepare_items
+from personalized_rewardbench.engine import identity_digest, prepare_items, run_evaluation
 from personalized_rewardbench.errors import UserError
+from personalized_rewardbench.gpu_budget import estimate_gpu_seconds
+from personalized_rewardbench.leaderboard import leaderboard_rows, print_leaderboard, write_chart
+from personalized_rewardbench.results import BENCHMARK
 from personalized_rewardbench.schema import SUBSETS
-from personalized_rewardbench.space_logic import SpaceContext, SpaceSettings, estimate_gpu_seconds, scorer_config
+from personalized_rewardbench.scorer_cache import scorer_config
+from personalized_rewardbench.space_board import chart_frame, leaderboard_tables
+from personalized_rewardbench.space_logic import SpaceContext, SpaceSettings
+from personalized_rewardbench.space_pairs import stored_scores_frame
 from personalized_rewardbench.space_store import ResultsStore
-from space_server import REPO, cli_results, running_space
-from tiny_models import build_tiny_reward_model
+from personalized_rewardbench.space_views import margin_frame, orders_right, subset_frame, summary_markdown, try_markdown, verdict_text, worst_pairs_frame
+from space_server import APP, REPO, cli_results, running_space
+from tiny_models import build_tiny_causal_lm, build_tiny_reward_model
 
 SPACE_DIR = REPO / "space"
 SECRET = "hf_thisIsAFakeTokenForTheLeakTest"
@@ -74,16 +85,16 @@ def test_identical_run_is_served_from_the_store(space):
 
 def test_leaderboard_lists_runs_and_keeps_demo_runs_apart(space):
     _evaluate(space["client"], "baseline:length", 0)
-    benchmark, demo, chart = space["client"].predict("all", "all", True, "overall", api_name="/leaderboard")
-    assert benchmark["data"] == []  # the sample is never ranked as benchmark data
+    benchmark, partial, demo, chart = space["client"].predict("all", "all", "demo-sample runs", "overall", api_name="/leaderboard")
+    assert benchmark["data"] == [] and partial["data"] == []  # the sample is never ranked as benchmark data
     models = {row[0] for row in demo["data"]}
     assert "baseline:length" in models
     row = next(r for r in demo["data"] if r[0] == "baseline:length")
-    assert row[-1] == "demo sample" and row[9] == LIMIT * len(SUBSETS)
-    assert ["baseline:length | k=0", row[6], "demo sample"] in chart["data"]
-    hidden = space["client"].predict("all", "all", False, "overall", api_name="/leaderboard")[2]
-    assert hidden["data"] == []
-    only_classifiers = space["client"].predict("classifier", "all", True, "overall", api_name="/leaderboard")[1]
+    assert row[-1] == "demo sample" and row[9] == LIMIT * len(SUBSETS) and row[-2] == f"first {LIMIT} per subset"
+    assert [f"baseline:length | k=0 | first {LIMIT} per subset", row[6], "baseline"] in chart["data"]
+    benchmark_chart = space["client"].predict("all", "all", "benchmark runs", "overall", api_name="/leaderboard")[3]
+    assert benchmark_chart["data"] == []  # one section per chart: demo bars never sit among benchmark bars
+    only_classifiers = space["client"].predict("classifier", "all", "demo-sample runs", "overall", api_name="/leaderboard")[2]
     assert all(r[1] == "classifier" for r in only_classifiers["data"])
 
 
@@ -126,6 +137,22 @@ def test_refusals_reach_the_visitor_as_one_line(space):
         client.predict("baseline:length", [], LIMIT, 0, api_name="/evaluate")
 
 
+def test_an_engine_error_reaches_the_visitor_without_server_paths(space):
+    client = space["client"]
+    client.predict("baseline:random", list(SUBSETS), 1, 0, api_name="/evaluate")
+    (run_json,) = [p for p in (space["root"] / "results").rglob("run.json") if "limit1" in p.parent.name and "random" in str(p)]
+    identity = json.loads(run_json.read_text())
+    run_json.write_text(json.dumps({**identity, "model_revision": "tampered"}))  # the folder now holds "another" run
+    (run_json.parent / "results.json").unlink()
+    with pytest.raises(AppError) as refused:
+        client.predict("baseline:random", list(SUBSETS), 1, 0, api_name="/evaluate")
+    message = str(refused.value)
+    assert "the run could not be completed" in message and "different model_revision" in message
+    assert str(space["root"]) not in message and "/results" not in message and "--output" not in message and "delete" not in message
+    assert "\n" not in message.strip() and "Traceback" not in message
+    assert str(run_json.parent) in (space["root"] / "space.log").read_text()  # the maintainer still gets the whole story
+
+
 def test_no_secret_or_traceback_reaches_pages_or_log(space):
     import urllib.request
 
@@ -136,6 +163,7 @@ def test_no_secret_or_traceback_reaches_pages_or_log(space):
     log = (space["root"] / "space.log").read_text()
     for text in (config, page, log):
         assert SECRET not in text
+    assert str(space["root"] / "results") not in config + page  # no server path on the page
     with pytest.raises(AppError) as refused:
         space["client"].predict("baseline:length", "q" * 5000, "", "a", "b", api_name="/try")
     assert "Traceback" not in str(refused.value) and "\n" not in str(refused.value).strip()
@@ -178,7 +206,7 @@ def test_space_card_lists_the_allowlist_and_pins_the_stack():
 
 def test_gpu_estimate_grows_with_pairs_and_size_and_refuses_big_runs(tmp_path):
     big = {"id": "Org/Big-RM", "type": "classifier", "size_b": 8.0, "max_length": 8192}
-    space = _context(tmp_path, [big], gpu_max_seconds=12.0)
+    space = _context(tmp_path, [big], gpu_max_seconds=36.0)  # loading alone: about 10 + 8 * 3 = 34 s
     model = space.allowlist.get("Org/Big-RM")
     data = prepare_items(scorer_config(model, data="sample", limit=4, output=tmp_path / "r"), log=lambda _m: None)
     few, many = estimate_gpu_seconds(model, data.items[:2]), estimate_gpu_seconds(model, data.items)
@@ -186,11 +214,26 @@ def test_gpu_estimate_grows_with_pairs_and_size_and_refuses_big_runs(tmp_path):
     small = type(model)(**{**model.__dict__, "size_b": 0.6})
     assert estimate_gpu_seconds(small, data.items) < many
     with pytest.raises(UserError, match=r"pairs per subset must be a whole number from 1 to 8, got 50"):
-        space.plan_evaluation("Org/Big-RM", list(SUBSETS), 50, 0)
+        space.runs.plan("Org/Big-RM", list(SUBSETS), 50, 0)
     with pytest.raises(UserError, match=r"profile-k must be a whole number from 0 to 10, got 1.5"):
-        space.plan_evaluation("Org/Big-RM", list(SUBSETS), 2, 1.5)
-    with pytest.raises(UserError, match=r"needs about \d+ s of GPU time, over this Space's limit of 12 s per run; ask for at most \d+ pairs"):
-        space.plan_evaluation("Org/Big-RM", list(SUBSETS), 8, 0)
+        space.runs.plan("Org/Big-RM", list(SUBSETS), 2, 1.5)
+    with pytest.raises(UserError, match=r"needs about \d+ s of GPU time, over this Space's limit of 36 s per run; ask for at most \d+ pairs") as refused:
+        space.runs.plan("Org/Big-RM", list(SUBSETS), 8, 0)
+    fitting = int(re.search(r"at most (\d+) pairs", str(refused.value)).group(1))
+    assert 1 <= fitting < 8
+    pairs = lambda n: prepare_items(scorer_config(model, data="sample", limit=n, output=tmp_path / "r"), log=lambda _m: None).items  # noqa: E731
+    assert estimate_gpu_seconds(model, pairs(fitting)) <= 36 < estimate_gpu_seconds(model, pairs(fitting + 1))
+
+
+def test_a_model_over_the_gpu_limit_even_for_one_pair_is_refused_plainly(tmp_path):
+    huge = {"id": "Org/Huge-RM", "type": "classifier", "size_b": 70.0, "max_length": 8192}
+    space = _context(tmp_path, [huge], gpu_max_seconds=120.0)  # loading alone: about 10 + 70 * 3 = 220 s
+    for ask in (lambda: space.runs.plan("Org/Huge-RM", list(SUBSETS), 1, 0), lambda: space.tries.try_pair("Org/Huge-RM", "q?", "", "a", "b")):
+        with pytest.raises(UserError) as refused:
+            ask()
+        message = str(refused.value)
+        assert "Org/Huge-RM cannot run within this Space's GPU limit of 120 s per request" in message
+        assert "at most" not in message and "shorten" not in message
 
 
 class _FakeScheduler:
@@ -207,6 +250,70 @@ class _FakeScheduler:
         future: Future = Future()
         future.set_result(None)
         return future
+
+
+def _fake_results(folder: Path, model: str, accuracy: float, limit: int | None = None, subsets=SUBSETS, demo: bool = False) -> None:
+    """A results.json as the engine writes it (only the fields the leaderboard reads)."""
+    run = folder / model / f"run-{limit}-{len(subsets)}-{demo}"
+    run.mkdir(parents=True)
+    payload = {
+        "benchmark": BENCHMARK, "model": model, "model_type": "classifier", "dataset": "/srv/private/data",
+        "dataset_revision": "abc", "demo_sample": demo, "accuracy": accuracy, "ci95": [accuracy - 0.1, accuracy + 0.05],
+        "macro_accuracy": accuracy, "num_pairs": 10, "created_at": "2026-01-01T00:00:00+00:00",
+        "protocol": {"profile_k": 0, "retriever": "none", "subsets": sorted(subsets), "limit": limit, "template": "default"},
+        "per_subset": {name: {"accuracy": accuracy} for name in subsets},
+    }
+    (run / "results.json").write_text(json.dumps(payload))
+
+
+def test_partial_runs_are_never_ranked_with_full_runs(tmp_path, capsys):
+    folder = tmp_path / "results"
+    _fake_results(folder, "full-low", 0.60)
+    _fake_results(folder, "full-high", 0.70)
+    _fake_results(folder, "limited", 0.90, limit=5)
+    _fake_results(folder, "one-subset", 0.95, subsets=SUBSETS[:1])
+    _fake_results(folder, "demo", 0.99, limit=2, demo=True)
+    rows = leaderboard_rows(folder)
+    assert [(r["model"], r["section"]) for r in rows] == [
+        ("full-high", "benchmark"), ("full-low", "benchmark"), ("one-subset", "partial"), ("limited", "partial"), ("demo", "demo")
+    ]
+    assert [r["coverage"] for r in rows] == ["full", "full", "Art", "first 5 per subset", "first 2 per subset"]
+    print_leaderboard(rows)
+    out = capsys.readouterr().out.splitlines()
+    titles = [n for n, line in enumerate(out) if line.startswith("-- ")]
+    assert [out[n] for n in titles] == [
+        "-- benchmark runs (every pair of every subset; ranked) --",
+        "-- partial runs (a pair limit or some subsets; not ranked with full runs) --",
+        "-- demo-sample runs (not benchmark results) --",
+    ]
+    assert out[titles[0] + 1].split()[:2] == ["1", "full-high"] and out[titles[0] + 2].split()[:2] == ["2", "full-low"]
+    assert out[titles[1] + 1].split()[0] == "one-subset" and out[titles[2] + 1].split()[0] == "demo"  # no rank outside the benchmark
+    assert write_chart(rows, folder / "board.png").read_bytes()[:4] == b"\x89PNG"
+
+    benchmark, partial, demo = leaderboard_tables(folder)
+    assert list(benchmark["model"]) == ["full-high", "full-low"]
+    assert list(partial["model"]) == ["one-subset", "limited"] and list(demo["model"]) == ["demo"]
+    assert set(benchmark["data"]) == {"local folder data@abc"}  # no server path on the page
+    assert list(chart_frame(folder, chart_section="benchmark runs")["run"]) == ["full-high | k=0", "full-low | k=0"]
+    assert list(chart_frame(folder, chart_section="partial runs")["run"]) == ["one-subset | k=0 | Art", "limited | k=0 | first 5 per subset"]
+    assert list(chart_frame(folder, chart_section="demo-sample runs")["run"]) == ["demo | k=0 | first 2 per subset"]
+
+
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"PRBENCH_MODELS_FILE": "missing-models.yaml"}, "cannot read the allowlist missing-models.yaml"),
+        ({"PRBENCH_SPACE_DATA": "hub:foo/bar", "HF_HUB_OFFLINE": "1"}, "hub:foo/bar: not in the local Hub cache"),
+    ],
+)
+def test_a_configuration_error_ends_start_up_in_one_line(tmp_path, env, message):
+    import os
+
+    started = subprocess.run([sys.executable, str(APP)], cwd=tmp_path, env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+    assert started.returncode == 2
+    err = started.stderr.strip()
+    assert "Traceback" not in started.stderr and "\n" not in err, started.stderr
+    assert err.startswith("space/app.py: error: ") and message in err
 
 
 def test_results_store_commits_finished_runs_before_reporting(tmp_path, monkeypatch):
@@ -228,20 +335,134 @@ def test_results_store_commits_finished_runs_before_reporting(tmp_path, monkeypa
 def test_stored_model_run_is_served_without_the_gpu(tmp_path, monkeypatch):
     monkeypatch.setenv("PRBENCH_CACHE", str(tmp_path / "cache"))
     tiny = build_tiny_reward_model(tmp_path / "tiny-rm")
-    capped = {"id": str(tiny), "type": "classifier", "max_length": 64}
+    capped = {"id": str(tiny), "type": "classifier", "max_length": 1000}
     space = _context(tmp_path, [{"id": "baseline:length", "type": "baseline"}, capped])
     calls = []
 
-    def gpu_runner(config, model_id, seconds):
+    def gpu_runner(config, model_id, prepared, seconds):
         calls.append(seconds)
-        return space.execute(config, model_id)
+        return space.runs.execute(config, model_id, prepared)
 
-    _plan, first = space.evaluate(str(tiny), list(SUBSETS), 1, 0, gpu_runner=gpu_runner)
-    _plan, again = space.evaluate(str(tiny), list(SUBSETS), 1, 0, gpu_runner=gpu_runner)
+    _plan, first = space.runs.evaluate(str(tiny), list(SUBSETS), 1, 0, gpu_runner=gpu_runner)
+    _plan, again = space.runs.evaluate(str(tiny), list(SUBSETS), 1, 0, gpu_runner=gpu_runner)
     assert len(calls) == 1 and calls[0] >= 10
     assert not first["reused"] and again["reused"]
     assert again["results"]["accuracy"] == first["results"]["accuracy"] and again["records"] == first["records"]
-    assert first["results"]["protocol"]["max_length"] == 64  # the allowlist's cap is applied and recorded
+    # the store finds the run in the engine's folder, whose name ends in the hash of the run's identity
+    run_dir = Path(first["run_dir"])
+    assert again["run_dir"] == first["run_dir"]
+    assert run_dir.name.endswith("-" + identity_digest(json.loads((run_dir / "run.json").read_text())))
+    assert first["results"]["protocol"]["max_length"] == 1000  # the allowlist's cap is applied and recorded
     assert space.scorers.loads == 1  # loaded once, reused for the lookup and the run
-    result = space.try_pair(str(tiny), "q?", "", "yes", "no", gpu_runner=lambda model_id, item, seconds: space.score_item(model_id, item))
+    result = space.tries.try_pair(str(tiny), "q?", "", "yes", "no", gpu_runner=lambda model_id, item, seconds: space.tries.score_item(model_id, item))
     assert space.scorers.loads == 1 and result["preferred"] in ("A", "B", "tie")
+
+
+def test_the_gpu_function_only_scores_items_prepared_outside_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRBENCH_CACHE", str(tmp_path / "cache"))
+    tiny = build_tiny_reward_model(tmp_path / "tiny-rm")
+    space = _context(tmp_path, [{"id": str(tiny), "type": "classifier"}])
+    space.start()
+    space.data.retriever()  # built once, as the first explore or run would
+    received = []
+
+    def forbidden(*_args, **_kwargs):
+        raise AssertionError("data loaded or ranker built again")
+
+    def gpu_runner(config, model_id, prepared, seconds):
+        received.append(prepared)
+        monkeypatch.setattr(engine, "load_source", forbidden)
+        monkeypatch.setattr(engine, "make_retriever", forbidden)
+        return space.runs.execute(config, model_id, prepared)
+
+    monkeypatch.setattr("personalized_rewardbench.space_data.load_source", forbidden)
+    monkeypatch.setattr("personalized_rewardbench.space_data.make_retriever", forbidden)
+    plan, payload = space.runs.evaluate(str(tiny), list(SUBSETS), 2, 1, gpu_runner=gpu_runner)
+    (prepared,) = received
+    assert prepared.source.rows == {} and [item.id for item in prepared.items] == [item.id for item in plan.data.items]
+    assert payload["results"]["protocol"]["retriever"] == "minilm" and payload["results"]["num_pairs"] == 2 * len(SUBSETS)
+    monkeypatch.undo()
+    # the same run through the CLI path (the engine loads the data itself) gives the same records
+    cli_outcome = run_evaluation(replace(plan.config, output=tmp_path / "cli"), log=lambda _m: None)
+    assert [(r["id"], r["chosen_score"]) for r in cli_outcome.records] == [(r["id"], r["chosen_score"]) for r in payload["records"]]
+
+
+def test_refresh_pulls_new_runs_from_the_results_repo_at_most_once_per_interval(tmp_path, monkeypatch):
+    import huggingface_hub
+
+    pulls = []
+
+    def snapshot_download(repo, **kwargs):
+        pulls.append(repo)
+        if len(pulls) == 2:  # a run committed by another replica since start-up
+            _fake_results(Path(kwargs["local_dir"]), "from-the-hub", 0.7)
+
+    monkeypatch.setattr(huggingface_hub, "CommitScheduler", _FakeScheduler)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    models = [{"id": "baseline:length", "type": "baseline"}]
+    space = _context(tmp_path, models, results_repo="me/results", token=SECRET, resync_seconds=3600)
+    space.start()
+    assert pulls == ["me/results"] and leaderboard_rows(space.results_dir) == []
+    assert space.refresh() is None and pulls == ["me/results"]  # not due yet: no network call
+    space.store.resync_seconds = 0
+    assert space.refresh() is None and len(pulls) == 2
+    assert [row["model"] for row in leaderboard_rows(space.results_dir)] == ["from-the-hub"]
+
+    def offline(repo, **kwargs):
+        raise OSError("unreachable")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    assert "cannot restore stored results from me/results (OSError)" in space.refresh()
+    (tmp_path / "local").mkdir()
+    local = _context(tmp_path / "local", models)
+    local.start()
+    assert local.refresh() is None  # no results repo: nothing to pull
+
+
+def test_pairwise_judge_views_show_both_verdicts(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRBENCH_CACHE", str(tmp_path / "cache"))
+    judge = build_tiny_causal_lm(tmp_path / "tiny-judge")
+    space = _context(tmp_path, [{"id": str(judge), "type": "judge-pairwise", "dtype": "float32", "max_length": 1024}])
+    space.start()
+    plan, payload = space.runs.evaluate(str(judge), list(SUBSETS), 1, 0)
+    results, records = payload["results"], payload["records"]
+    pairs = len(SUBSETS)
+    assert results["num_pairs"] == pairs and results.get("num_verdicts") == 2 * pairs
+    # the per-order counts the views show add up to the reported accuracy (over 2N verdicts)
+    assert sum(orders_right(r) for r in records) / (2 * pairs) == pytest.approx(results["accuracy"])
+    summary = summary_markdown(results, False, [])
+    assert f"accuracy over {2 * pairs} verdicts" in summary and f"{pairs} pairs, each judged twice" in summary
+    assert "chosen shown first" in summary
+    assert ("at the pair level" if results.get("ci95_unit") == "pairs" else "verdicts as independent") in summary
+    table = subset_frame(results)
+    assert list(table.columns) == ["subset", "pairs", "verdicts", "no verdict", "accuracy (%)", "95% CI"]
+    assert list(table["verdicts"])[:pairs] == [2] * pairs
+    margins, _width, label = margin_frame(records)
+    assert len(margins) == 2 * pairs and label.startswith("Judge margins")
+    assert sorted(margins["margin"]) == sorted(r[f"margin_chosen_{o}"] for r in records for o in ("first", "second"))
+    worst = worst_pairs_frame(records, plan.data.items)
+    wrong = [r for r in records if orders_right(r) < 2]
+    assert len(worst) == len(wrong) and "margin" not in worst.columns
+    for _, row in worst.iterrows():
+        record = next(r for r in records if r["id"] == row["id"])
+        assert row["chosen shown first"] == verdict_text(record, "first") and row["orders right"] == f"{orders_right(record)} of 2"
+
+    first = records[0]
+    stored = stored_scores_frame(space.results_dir, space.source(), first["id"])
+    (judge_row,) = stored.to_dict("records")
+    assert judge_row["correct"] == f"{orders_right(first)} of 2 orders"
+    assert judge_row["chosen shown second"] == verdict_text(first, "second") and pd_missing(judge_row["chosen score"])
+
+    tried = space.tries.try_pair(str(judge), "Which book next?", "I loved Solaris.", "Roadside Picnic.", "Dune.")
+    assert tried["score_a"] is None and [o["order"] for o in tried["orders"]] == ["A shown first", "B shown first"]
+    for order in tried["orders"]:
+        assert order["prefers"] in ("A", "B", None) and isinstance(order["margin_for_a"], float)
+    text = try_markdown(tried)
+    assert "0.0000" not in text and "| A shown first |" in text and "| B shown first |" in text
+    assert f"{tried['orders'][0]['margin_for_a']:+.4f}" in text
+
+
+def pd_missing(value) -> bool:
+    import pandas as pd
+
+    return value is None or pd.isna(value)
