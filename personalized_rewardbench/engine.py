@@ -88,8 +88,10 @@ def prepare_items(
 
 
 def run_identity(config: RunConfig, data: PreparedData, scorer: Scorer) -> dict[str, Any]:
-    """What makes two runs the same run (stored in run.json; results.json starts with it)."""
-    return {
+    """What makes two runs the same run (stored in run.json; results.json starts with it).
+
+    Returned in its JSON form (tuples as lists, ...), so it compares equal to what is read back."""
+    identity = {
         "dataset": data.source.spec,
         "dataset_revision": data.source.revision,
         "dataset_version": data.source.version,
@@ -106,6 +108,7 @@ def run_identity(config: RunConfig, data: PreparedData, scorer: Scorer) -> dict[
             **scorer.protocol(),
         },
     }
+    return json.loads(json.dumps(identity))
 
 
 def _check_identity(run_dir: Path, identity: dict[str, Any]) -> None:
@@ -115,8 +118,8 @@ def _check_identity(run_dir: Path, identity: dict[str, Any]) -> None:
             stored = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError:
             raise UserError(f"{path} is damaged (not valid JSON); delete {run_dir} to start that run over") from None
-        if stored != json.loads(json.dumps(identity)):
-            changed = sorted(key for key in identity if stored.get(key) != json.loads(json.dumps(identity)).get(key))
+        if stored != identity:
+            changed = sorted(key for key in identity if stored.get(key) != identity.get(key))
             raise UserError(
                 f"{run_dir} holds a run with a different {', '.join(changed)}; "
                 "pass another --output, or delete that folder to start over"
@@ -132,7 +135,8 @@ def _load_partials(run_dir: Path) -> dict[str, dict[str, Any]]:
     return done
 
 
-def _finished(run_dir: Path, identity: dict[str, Any], items: list[EvalItem]) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+def finished_run(run_dir: Path, identity: dict[str, Any], items: list[EvalItem]) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    """(results, records) of the finished run in `run_dir` when it has this identity and these items, else None."""
     results_path, scores_path = run_dir / RESULTS_FILE, run_dir / SCORES_FILE
     if not (results_path.is_file() and scores_path.is_file()):
         return None
@@ -143,7 +147,7 @@ def _finished(run_dir: Path, identity: dict[str, Any], items: list[EvalItem]) ->
         return None  # damaged outputs: score again and rewrite them
     if [r["id"] for r in records] != [item.id for item in items]:
         return None
-    if {key: results.get(key) for key in identity} != json.loads(json.dumps(identity)):
+    if {key: results.get(key) for key in identity} != identity:
         return None
     return results, records
 
@@ -153,8 +157,10 @@ def identity_digest(identity: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
 
 
-def run_dir_for(config: RunConfig, retriever: str, identity: dict[str, Any], model_type_tag: str = "") -> Path:
-    readable = run_slug(config.data, config.subsets, config.limit, config.profile_k, retriever, config.template, model_type_tag)
+def run_dir_for(config: RunConfig, data: PreparedData, scorer: Scorer, identity: dict[str, Any]) -> Path:
+    """`<output>/<model>/<data>-<subset>-k<K>-<retriever>-<template>[-limitN][-<judge type>]-<identity hash>`."""
+    tag = "" if scorer.model_type in ("classifier", "baseline") else scorer.model_type + "-" + config.judge_mode
+    readable = run_slug(config.data, config.subsets, config.limit, config.profile_k, data.retriever, config.template, tag)
     return config.output / slug(config.model) / f"{readable}-{identity_digest(identity)}"
 
 
@@ -179,27 +185,25 @@ def run_evaluation(
         data = prepare_items(config, log if rank == 0 else (lambda _message: None))
     scorer = scorer or make_scorer(config)
     identity = run_identity(config, data, scorer)
-    tag = "" if scorer.model_type in ("classifier", "baseline") else scorer.model_type + "-" + config.judge_mode
-    run_dir = run_dir_for(config, data.retriever, identity, tag)
+    run_dir = run_dir_for(config, data, scorer, identity)
     if rank == 0:
         run_dir.mkdir(parents=True, exist_ok=True)
         _check_identity(run_dir, identity)
     barrier()
-    finished = _finished(run_dir, identity, data.items)
+    finished = finished_run(run_dir, identity, data.items)
     if finished is not None:
         return RunOutcome(run_dir, finished[0] if rank == 0 else None, finished[1], data.notices, reused=True)
 
     done = _load_partials(run_dir)
     barrier()  # every rank has read the same finished items before any rank appends more
     plan = scorer.plan(data.items)
-    pending = [batch for batch in plan if not all(data.items[i].id in done for i in batch)]
-    pairs_pending = sum(len(batch) for batch in pending)  # over all ranks, for the run's runtime figures
-    batches = plan[rank::world_size]
+    unfinished = [not all(data.items[i].id in done for i in batch) for batch in plan]
+    pairs_pending = sum(len(batch) for batch, open_ in zip(plan, unfinished) if open_)  # all ranks together
+    todo = [batch for batch, open_ in list(zip(plan, unfinished))[rank::world_size] if open_]
     for notice in getattr(scorer, "notices", []):  # e.g. pairs the shared-prefix path scores in full
         data.notices.append(notice)
         if rank == 0:
             log(notice)
-    todo = [batch for batch in batches if not all(data.items[i].id in done for i in batch)]
     log_file = ScoreLog(run_dir / PARTIAL_DIR / f"rank-{rank}.jsonl")
     total = sum(len(batch) for batch in todo)
     started = time.perf_counter()

@@ -10,18 +10,15 @@ name, so runs restored from the Hub and runs in folders named by any engine vers
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from personalized_rewardbench.allowlist import Allowlist, AllowedModel
-from personalized_rewardbench.engine import PreparedData, run_evaluation, run_identity
+from personalized_rewardbench.engine import PreparedData, finished_run, run_dir_for, run_evaluation, run_identity
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.gpu_budget import check_run_budget
-from personalized_rewardbench.results import SCORES_FILE, find_results
 from personalized_rewardbench.run_config import RunConfig
 from personalized_rewardbench.scorer_cache import ScorerCache, scorer_config
 from personalized_rewardbench.space_data import SpaceData, slim
@@ -44,22 +41,14 @@ class EvaluationPlan:
     stored: dict[str, Any] | None  # an identical finished run found in the store
 
 
-def find_stored_run(folder: Path, identity: dict[str, Any], item_ids: list[str]) -> dict[str, Any] | None:
-    """A finished run in `folder` with exactly this identity and these items, as an execute() payload."""
-    wanted = json.loads(json.dumps(identity))
-    for results in find_results(folder):
-        if {key: results.get(key) for key in wanted} != wanted:
-            continue
-        run_dir = Path(results["path"]).parent
-        scores = run_dir / SCORES_FILE
-        if not scores.is_file():
-            continue
-        records = [json.loads(line) for line in scores.read_text(encoding="utf-8").splitlines() if line.strip()]
-        if [record["id"] for record in records] != item_ids:
-            continue
-        payload = {key: value for key, value in results.items() if key != "path"}
-        return {"results": payload, "records": records, "run_dir": str(run_dir), "reused": True, "notices": []}
-    return None
+def find_stored_run(config: RunConfig, data: PreparedData, scorer, identity: dict[str, Any]) -> dict[str, Any] | None:
+    """The identical finished run in the store (the engine's own run folder for it), as an execute() payload."""
+    run_dir = run_dir_for(config, data, scorer, identity)
+    finished = finished_run(run_dir, identity, data.items)
+    if finished is None:
+        return None
+    results, records = finished
+    return {"results": results, "records": records, "run_dir": str(run_dir), "reused": True, "notices": []}
 
 
 class RunService:
@@ -93,8 +82,7 @@ class RunService:
         stored = None
         if not model.is_baseline:
             with self.scorers.use(model) as scorer:
-                identity = run_identity(config, data, scorer)
-            stored = find_stored_run(self.settings.results_dir, identity, [item.id for item in data.items])
+                stored = find_stored_run(config, data, scorer, run_identity(config, data, scorer))
         return EvaluationPlan(model, config, data, seconds, stored)
 
     def execute(
