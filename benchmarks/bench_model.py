@@ -13,8 +13,8 @@ from pathlib import Path
 import torch
 from transformers import LlamaForSequenceClassification, PreTrainedTokenizerFast
 
-from personalized_rewardbench.eval_items import EvalItem, ProfilePost
-from personalized_rewardbench.offline_models import llama_config, make_tokenizer
+from personalized_rewardbench.data.eval_items import EvalItem, ProfilePost
+from personalized_rewardbench.testing.tiny_models import llama_config, make_tokenizer
 
 CATEGORIES = ("anime", "cooking", "travel", "fitness", "law", "history", "linguistics", "photography")
 
@@ -57,5 +57,7 @@ def make_items(count: int, seed: int = 0, posts: int = 10) -> list[EvalItem]:
     items = []
     for n in range(count):
         profile = tuple(ProfilePost(rng.choice(CATEGORIES), text(150, 400)) for _ in range(posts))
-        items.append(EvalItem(f"bench_{n}", "Art_and_Entertainment", text(40, 150), profile, text(60, 130), text(60, 130)))
+        items.append(
+            EvalItem(f"bench_{n}", "Art_and_Entertainment", text(40, 150), profile, text(60, 130), text(60, 130))
+        )
     return items

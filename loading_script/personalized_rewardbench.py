@@ -85,7 +85,11 @@ class PersonalizedRewardBench(datasets.ArrowBasedBuilder):
     BUILDER_CONFIGS = [
         PersonalizedRewardBenchConfig(name=subset, subsets=[subset], description=f"The {subset} subset.")
         for subset in _SUBSETS
-    ] + [PersonalizedRewardBenchConfig(name="default", subsets=_SUBSETS, description="All subsets, with a `subset` column.")]
+    ] + [
+        PersonalizedRewardBenchConfig(
+            name="default", subsets=_SUBSETS, description="All subsets, with a `subset` column."
+        )
+    ]
     DEFAULT_CONFIG_NAME = "default"
 
     def _features(self):
@@ -103,7 +107,10 @@ class PersonalizedRewardBench(datasets.ArrowBasedBuilder):
         )
 
     def _local_files(self, folder, subset):
-        for pattern in (os.path.join(folder, "data", subset, "test-*.parquet"), os.path.join(folder, subset, "test-*.parquet")):
+        for pattern in (
+            os.path.join(folder, "data", subset, "test-*.parquet"),
+            os.path.join(folder, subset, "test-*.parquet"),
+        ):
             files = sorted(glob.glob(pattern))
             if files:
                 return files

@@ -6,17 +6,10 @@ leaderboard and the Space all call it through `evaluate.load`, exactly as a user
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
-METRIC_DIR = Path(__file__).resolve().parent.parent / "metric" / "personalized_accuracy"
-
-
-def metric_dir() -> Path:
-    """`$PRBENCH_METRIC_DIR` if set (e.g. a bundled copy), else the repository's module."""
-    return Path(os.environ.get("PRBENCH_METRIC_DIR", METRIC_DIR))
+from personalized_rewardbench.resources import metric_dir
 
 
 @lru_cache(maxsize=2)

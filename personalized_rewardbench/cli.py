@@ -14,7 +14,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def _release_build(args: argparse.Namespace) -> int:
-    from personalized_rewardbench.release_build import build_release
+    from personalized_rewardbench.release.build import build_release
 
     source = build_release(
         args.source,
@@ -32,7 +32,7 @@ def _release_build(args: argparse.Namespace) -> int:
 
 
 def _release_push(args: argparse.Namespace) -> int:
-    from personalized_rewardbench.release_push import plan_push, push_release
+    from personalized_rewardbench.release.push import plan_push, push_release
 
     plan = plan_push(Path(args.dir), args.repo, args.tag)
     print(plan.describe())
@@ -45,16 +45,16 @@ def _release_push(args: argparse.Namespace) -> int:
 
 
 def _release_show(args: argparse.Namespace) -> int:
-    from personalized_rewardbench.release_show import show_release
+    from personalized_rewardbench.release.show import show_release
 
     show_release(Path(args.dir))
     return 0
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from personalized_rewardbench.engine import run_evaluation
-    from personalized_rewardbench.results import format_table
-    from personalized_rewardbench.run_config import RunConfig
+    from personalized_rewardbench.runs.config import RunConfig
+    from personalized_rewardbench.runs.engine import run_evaluation
+    from personalized_rewardbench.runs.results import format_table
 
     config = RunConfig(
         model=args.model,
@@ -80,7 +80,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir,
         progress=not args.no_progress,
     )
-    from personalized_rewardbench.distributed import process_group, single_launch_notice
+    from personalized_rewardbench.runs.distributed import process_group, single_launch_notice
 
     if notice := single_launch_notice():
         print(notice, file=sys.stderr)
@@ -104,7 +104,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     elif "no_verdict" in results:
         print(f"judge: answers without a rating: {results['no_verdict']} (their pairs count as ties: wrong)")
     if results.get("truncated_pairs"):
-        print(f"truncated pairs (lowest-ranked profile posts dropped to fit the max length): {results['truncated_pairs']}")
+        print(
+            f"truncated pairs (lowest-ranked profile posts dropped to fit the max length): {results['truncated_pairs']}"
+        )
     if results.get("shortened_questions"):
         print(
             f"shortened questions (too long even without posts: the question's end cut, marked '…'; "
@@ -115,7 +117,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _leaderboard(args: argparse.Namespace) -> int:
-    from personalized_rewardbench.leaderboard import leaderboard_rows, print_leaderboard, write_chart
+    from personalized_rewardbench.runs.leaderboard import leaderboard_rows, print_leaderboard, write_chart
 
     folder = Path(args.dir)
     if not folder.is_dir():
@@ -128,14 +130,14 @@ def _leaderboard(args: argparse.Namespace) -> int:
 
 
 def _space_build(args: argparse.Namespace) -> int:
-    from personalized_rewardbench.space_bundle import build_space_bundle
+    from personalized_rewardbench.space.bundle import build_space_bundle
 
     print(build_space_bundle(Path(args.out), force=args.force))
     return 0
 
 
 def _space_push(args: argparse.Namespace) -> int:
-    from personalized_rewardbench.space_bundle import push_space_bundle
+    from personalized_rewardbench.space.bundle import push_space_bundle
 
     commit = push_space_bundle(Path(args.dir), args.repo, hardware=None if args.no_hardware else "zero-a10g")
     print(f"pushed Space {args.repo} at {commit}")
@@ -157,15 +159,22 @@ def _add_space_parser(commands) -> None:
 
 
 def _add_evaluate_parser(commands) -> None:
-    from personalized_rewardbench.retrieval import RETRIEVERS
-    from personalized_rewardbench.prompts import TEMPLATES
-    from personalized_rewardbench.schema import SUBSETS
+    from personalized_rewardbench.data.retrieval import RETRIEVERS
+    from personalized_rewardbench.data.schema import SUBSETS
+    from personalized_rewardbench.scoring.prompts import TEMPLATES
 
     evaluate = commands.add_parser("evaluate", help="score a reward model or judge on the benchmark")
-    evaluate.add_argument("--model", default="baseline:embedding", help="Hub id, local folder, or baseline:length|random|embedding")
+    evaluate.add_argument(
+        "--model", default="baseline:embedding", help="Hub id, local folder, or baseline:length|random|embedding"
+    )
     evaluate.add_argument("--revision", help="model revision (branch, tag or commit) on the Hub")
-    evaluate.add_argument("--model-type", default="auto", choices=["auto", "classifier", "judge-pairwise", "judge-score"])
-    evaluate.add_argument("--data", help="sample | FOLDER | hub:OWNER/NAME[@REV] (default: sample for the default model, else the upstream Hub dataset)")
+    evaluate.add_argument(
+        "--model-type", default="auto", choices=["auto", "classifier", "judge-pairwise", "judge-score"]
+    )
+    evaluate.add_argument(
+        "--data",
+        help="sample | FOLDER | hub:OWNER/NAME[@REV] (default: sample for the default model, else the upstream Hub dataset)",
+    )
     evaluate.add_argument("--subset", default="all", help=f"all | {' | '.join(SUBSETS)}")
     evaluate.add_argument("--limit", type=int, help="first N items per subset")
     evaluate.add_argument("--profile-k", type=int, default=0, help="profile posts added to the question (0: none)")
@@ -178,17 +187,23 @@ def _add_evaluate_parser(commands) -> None:
     evaluate.add_argument("--dtype", default="auto", help="auto | float32 | bfloat16 | float16")
     evaluate.add_argument("--device", default="auto", help="auto | cpu | cuda")
     evaluate.add_argument("--trust-remote-code", action="store_true")
-    evaluate.add_argument("--max-length", type=int, help="input token limit (default: the model registry's, capped by the model)")
+    evaluate.add_argument(
+        "--max-length", type=int, help="input token limit (default: the model registry's, capped by the model)"
+    )
     evaluate.add_argument(
         "--batch-tokens", type=int, help="token budget per forward batch (default: auto, 2048 on CPU, 16384 on CUDA)"
     )
-    evaluate.add_argument("--no-shared-prefix", action="store_true", help="score every input in full (no KV-cache reuse)")
+    evaluate.add_argument(
+        "--no-shared-prefix", action="store_true", help="score every input in full (no KV-cache reuse)"
+    )
     evaluate.add_argument("--judge-mode", default="logits", choices=["logits", "generate"])
     evaluate.add_argument("--backend", default="transformers", choices=["transformers", "vllm"])
     evaluate.add_argument("--max-new-tokens", type=int, default=512, help="judge generation limit")
     evaluate.add_argument("--seed", type=int, default=42)
     evaluate.add_argument("--output", default="results", help="results folder (default: ./results)")
-    evaluate.add_argument("--cache-dir", type=Path, help="profile-ranking cache (default: $PRBENCH_CACHE or ~/.cache/prbench)")
+    evaluate.add_argument(
+        "--cache-dir", type=Path, help="profile-ranking cache (default: $PRBENCH_CACHE or ~/.cache/prbench)"
+    )
     evaluate.add_argument("--no-progress", action="store_true")
     evaluate.set_defaults(handler=_evaluate)
     board = commands.add_parser("leaderboard", help="one row per run found under DIR, plus a bar chart PNG")
@@ -197,7 +212,7 @@ def _add_evaluate_parser(commands) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from personalized_rewardbench.dataset_card import DEFAULT_REPO_ID
+    from personalized_rewardbench.release.card import DEFAULT_REPO_ID
 
     parser = argparse.ArgumentParser(prog="prbench", description="Personalized RewardBench tools.")
     parser.add_argument("--version", action="version", version=f"personalized-rewardbench {__version__}")
@@ -208,11 +223,15 @@ def build_parser() -> argparse.ArgumentParser:
     release = commands.add_parser("release", help="build, inspect and publish versioned Hub dataset releases")
     release_commands = release.add_subparsers(dest="release_command", required=True)
     build = release_commands.add_parser("build", help="write a complete Hub dataset folder")
-    build.add_argument("--source", default="sample", help="sample | FOLDER | hub:OWNER/NAME[@REVISION] (default: sample)")
+    build.add_argument(
+        "--source", default="sample", help="sample | FOLDER | hub:OWNER/NAME[@REVISION] (default: sample)"
+    )
     build.add_argument("--version", required=True, help="semantic version X.Y.Z")
     build.add_argument("--out", required=True, help="folder to create")
     build.add_argument("--force", action="store_true", help="replace --out if it is a release folder")
-    build.add_argument("--repo", default=DEFAULT_REPO_ID, help=f"Hub dataset repo the card loads from (default {DEFAULT_REPO_ID})")
+    build.add_argument(
+        "--repo", default=DEFAULT_REPO_ID, help=f"Hub dataset repo the card loads from (default {DEFAULT_REPO_ID})"
+    )
     build.add_argument("--changelog", type=Path, help="previous CHANGELOG.md to extend")
     build.add_argument("--notes", help="one line for this version's changelog entry")
     build.set_defaults(handler=_release_build)

@@ -1,6 +1,6 @@
 """Personalized RewardBench Space: leaderboard, evaluate an allowlisted model, explore pairs, try your own.
 
-A thin gr.Blocks face: the state lives in `personalized_rewardbench.space_logic.SpaceContext` (settings,
+A thin gr.Blocks face: the state lives in `personalized_rewardbench.space.context.SpaceContext` (settings,
 allowlist, results store, data, scorers; runs and try-your-own services), the tables and texts in
 `space_board` (leaderboard), `space_views` (one run, try your own) and `space_pairs` (explore). Scores
 come from the same scorers and engine as `prbench evaluate`, so a run here writes the CLI's results.json.
@@ -28,14 +28,14 @@ except ImportError:
 
 import gradio as gr
 
-from personalized_rewardbench import space_board as board_views
-from personalized_rewardbench import space_pairs as pair_views
-from personalized_rewardbench import space_views as views
+from personalized_rewardbench.data.schema import SUBSETS
 from personalized_rewardbench.errors import UserError
-from personalized_rewardbench.schema import SUBSETS
-from personalized_rewardbench.space_errors import public_message
-from personalized_rewardbench.space_logic import SpaceContext
-from personalized_rewardbench.space_settings import (
+from personalized_rewardbench.space import board as board_views
+from personalized_rewardbench.space import pairs as pair_views
+from personalized_rewardbench.space import views as views
+from personalized_rewardbench.space.context import SpaceContext
+from personalized_rewardbench.space.errors import public_message
+from personalized_rewardbench.space.settings import (
     MAX_ANSWER_CHARS,
     MAX_POST_CHARS,
     MAX_POSTS,
@@ -157,7 +157,13 @@ def show_pair(pair_id, profile_k):
     """What a model sees (question, top-k posts), the answer key (for humans only), both answers, stored scores."""
     row, item = SPACE.data.pair(pair_id, profile_k)
     scores = pair_views.stored_scores_frame(RESULTS, SOURCE, row["id"])
-    return pair_views.model_input_markdown(item), pair_views.answer_key_markdown(row), item.chosen, item.rejected, scores
+    return (
+        pair_views.model_input_markdown(item),
+        pair_views.answer_key_markdown(row),
+        item.chosen,
+        item.rejected,
+        scores,
+    )
 
 
 def pair_menu(subset):
@@ -167,7 +173,9 @@ def pair_menu(subset):
 
 # -- layout --------------------------------------------------------------------------------------
 def _intro() -> str:
-    data = f"`{views.public_dataset(SOURCE.spec)}`" + (f" ({views.DEMO_NOTE})" if SOURCE.is_demo_sample else f", revision `{SOURCE.revision}`")
+    data = f"`{views.public_dataset(SOURCE.spec)}`" + (
+        f" ({views.DEMO_NOTE})" if SOURCE.is_demo_sample else f", revision `{SOURCE.revision}`"
+    )
     notices = "".join(f"\n\n> {public_message(notice)}" for notice in SPACE.notices)
     return (
         "# Personalized RewardBench\n"
@@ -190,18 +198,28 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
             with gr.Row():
                 type_filter = gr.Dropdown(TYPES, value=views.ALL, label="Model type", allow_custom_value=True)
                 protocol_filter = gr.Dropdown(PROTOCOLS, value=views.ALL, label="Protocol", allow_custom_value=True)
-                show_demo = gr.Checkbox(value=SOURCE.is_demo_sample, label="Show demo-sample runs (not benchmark results)")
+                show_demo = gr.Checkbox(
+                    value=SOURCE.is_demo_sample, label="Show demo-sample runs (not benchmark results)"
+                )
                 refresh = gr.Button("Refresh", scale=0)
             gr.Markdown(
                 "### Benchmark runs\nEvery pair of every subset; ranked by overall accuracy in %, 95 % Wilson interval. "
                 "Click a column header to sort."
             )
-            board = gr.Dataframe(headers=board_views.LEADERBOARD_COLUMNS, interactive=False, show_search="search", elem_id="leaderboard")
-            gr.Markdown("### Partial runs\nA pair limit or only some subsets (every run started here): never ranked with full runs.")
-            partial_board = gr.Dataframe(headers=board_views.LEADERBOARD_COLUMNS, interactive=False, elem_id="partial-leaderboard")
+            board = gr.Dataframe(
+                headers=board_views.LEADERBOARD_COLUMNS, interactive=False, show_search="search", elem_id="leaderboard"
+            )
+            gr.Markdown(
+                "### Partial runs\nA pair limit or only some subsets (every run started here): never ranked with full runs."
+            )
+            partial_board = gr.Dataframe(
+                headers=board_views.LEADERBOARD_COLUMNS, interactive=False, elem_id="partial-leaderboard"
+            )
             with gr.Group(visible=SOURCE.is_demo_sample) as demo_group:
                 gr.Markdown(f"### Demo-sample runs\n{views.DEMO_NOTE}: never ranked with benchmark runs.")
-                demo_board = gr.Dataframe(headers=board_views.LEADERBOARD_COLUMNS, interactive=False, elem_id="demo-leaderboard")
+                demo_board = gr.Dataframe(
+                    headers=board_views.LEADERBOARD_COLUMNS, interactive=False, elem_id="demo-leaderboard"
+                )
             with gr.Row():
                 chart_section = gr.Radio(
                     list(board_views.CHART_SECTIONS),
@@ -209,15 +227,27 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
                     label="Chart: one kind of run at a time",
                 )
                 chart_subset = gr.Radio(board_views.CHART_SUBSETS, value=views.OVERALL, label="Chart subset")
-            chart = gr.BarPlot(x="run", y="accuracy (%)", color="type", y_lim=[0, 100], sort="-y", x_label_angle=-20, label="Accuracy per run")
+            chart = gr.BarPlot(
+                x="run",
+                y="accuracy (%)",
+                color="type",
+                y_lim=[0, 100],
+                sort="-y",
+                x_label_angle=-20,
+                label="Accuracy per run",
+            )
 
         with gr.Tab("Evaluate a model"):
             with gr.Row():
                 with gr.Column(scale=1):
                     model = gr.Dropdown(MODEL_CHOICES, value=MODEL_CHOICES[0][1], label="Model (allowlisted)")
                     subsets = gr.CheckboxGroup(SUBSET_CHOICES, value=SUBSET_CHOICES, label="Subsets")
-                    pairs = gr.Slider(1, SPACE.pair_limit(), value=min(8, SPACE.pair_limit()), step=1, label="Pairs per subset")
-                    profile_k = gr.Slider(0, MAX_PROFILE_K, value=0, step=1, label="Profile-k (profile posts added to the question)")
+                    pairs = gr.Slider(
+                        1, SPACE.pair_limit(), value=min(8, SPACE.pair_limit()), step=1, label="Pairs per subset"
+                    )
+                    profile_k = gr.Slider(
+                        0, MAX_PROFILE_K, value=0, step=1, label="Profile-k (profile posts added to the question)"
+                    )
                     run = gr.Button("Run", variant="primary", elem_id="run-button")
                     with gr.Accordion("Allowlisted models", open=False):
                         gr.Dataframe(
@@ -228,7 +258,14 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
                 with gr.Column(scale=2):
                     summary = gr.Markdown(elem_id="run-summary")
                     per_subset = gr.Dataframe(label="Accuracy per subset", interactive=False)
-                    margins = gr.BarPlot(x="margin", y="pairs", y_aggregate="sum", x_bin=1.0, y_lim=[0, None], label="Margins: chosen score − rejected score")
+                    margins = gr.BarPlot(
+                        x="margin",
+                        y="pairs",
+                        y_aggregate="sum",
+                        x_bin=1.0,
+                        y_lim=[0, None],
+                        label="Margins: chosen score − rejected score",
+                    )
                     worst = gr.Dataframe(label="Pairs the model got most wrong", interactive=False, wrap=True)
                     with gr.Accordion("results.json", open=False):
                         results_json = gr.JSON()
@@ -253,7 +290,11 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
                 with gr.Column():
                     try_model = gr.Dropdown(MODEL_CHOICES, value=MODEL_CHOICES[0][1], label="Model (allowlisted)")
                     question = gr.Textbox(label="Question", lines=3, info=f"up to {MAX_QUESTION_CHARS} characters")
-                    posts = gr.Textbox(label="Profile posts (optional)", lines=4, info=f"one post per line; up to {MAX_POSTS} posts of {MAX_POST_CHARS} characters")
+                    posts = gr.Textbox(
+                        label="Profile posts (optional)",
+                        lines=4,
+                        info=f"one post per line; up to {MAX_POSTS} posts of {MAX_POST_CHARS} characters",
+                    )
                 with gr.Column():
                     answer_a = gr.Textbox(label="Answer A", lines=6, info=f"up to {MAX_ANSWER_CHARS} characters")
                     answer_b = gr.Textbox(label="Answer B", lines=6, info=f"up to {MAX_ANSWER_CHARS} characters")
@@ -280,7 +321,14 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
     ).then(refresh_filters, None, [type_filter, protocol_filter], api_visibility="private").then(
         leaderboard, board_inputs, board_outputs, api_visibility="private"
     )
-    score.click(try_your_own, [try_model, question, posts, answer_a, answer_b], [try_summary, try_json], api_name="try", concurrency_id="gpu", concurrency_limit=1)
+    score.click(
+        try_your_own,
+        [try_model, question, posts, answer_a, answer_b],
+        [try_summary, try_json],
+        api_name="try",
+        concurrency_id="gpu",
+        concurrency_limit=1,
+    )
     explore_subset.change(pair_menu, explore_subset, pair_id, api_visibility="private")
     pair_outputs = [model_view, answer_key, chosen_text, rejected_text, stored_scores]
     pair_id.change(show_pair, [pair_id, explore_k], pair_outputs, api_name="pair")

@@ -286,13 +286,17 @@ class LocalHub:
         if oid is None:
             raise HubError(404, f"Invalid rev id: {revision}", "RevisionNotFound")
         tree = repo.commits[oid].tree
-        return 200, {
-            "id": repo.repo_id,
-            "author": repo.repo_id.split("/")[0],
-            "sha": oid,
-            "private": repo.private,
-            "siblings": [{"rfilename": path} for path in sorted(tree)],
-        }, {}
+        return (
+            200,
+            {
+                "id": repo.repo_id,
+                "author": repo.repo_id.split("/")[0],
+                "sha": oid,
+                "private": repo.private,
+                "siblings": [{"rfilename": path} for path in sorted(tree)],
+            },
+            {},
+        )
 
     def _refs(self, repo: Repo, include_prs: bool) -> tuple[int, dict, dict]:
         def refs(kind: str, items: dict[str, str]) -> list[dict]:

@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from personalized_rewardbench.schema import FEATURES, SUBSETS
+from personalized_rewardbench.data.schema import FEATURES, SUBSETS
 
 
 def make_row(subset_index: int, n: int, profile_size: int = 3) -> dict[str, Any]:

@@ -31,7 +31,9 @@ def running_space(workdir: Path, **env: str):
     environment = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1", **env}
     log_path = workdir / "space.log"
     with log_path.open("w") as log:
-        process = subprocess.Popen([sys.executable, str(APP)], cwd=workdir, env=environment, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [sys.executable, str(APP)], cwd=workdir, env=environment, stdout=log, stderr=subprocess.STDOUT
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + STARTUP_SECONDS
@@ -45,7 +47,9 @@ def running_space(workdir: Path, **env: str):
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the Space did not answer within {STARTUP_SECONDS} s:\n{log_path.read_text()[-4000:]}")
+                raise RuntimeError(
+                    f"the Space did not answer within {STARTUP_SECONDS} s:\n{log_path.read_text()[-4000:]}"
+                )
             time.sleep(0.5)
         yield url
     finally:

@@ -8,15 +8,15 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from tiny_models import build_tiny_causal_lm, build_tiny_reward_model
 
 from personalized_rewardbench.cli import main
-from personalized_rewardbench.engine import PARTIAL_DIR, prepare_items, run_evaluation
-from personalized_rewardbench.prompts import reward_chat
-from personalized_rewardbench.ranking_cache import cache_path
-from personalized_rewardbench.run_config import RunConfig
-from personalized_rewardbench.scorer_factory import make_scorer
-from personalized_rewardbench.sources import load_source
-from tiny_models import build_tiny_causal_lm, build_tiny_reward_model
+from personalized_rewardbench.data.ranking_cache import cache_path
+from personalized_rewardbench.data.sources import load_source
+from personalized_rewardbench.runs.config import RunConfig
+from personalized_rewardbench.runs.engine import PARTIAL_DIR, prepare_items, run_evaluation
+from personalized_rewardbench.runs.scorer_factory import make_scorer
+from personalized_rewardbench.scoring.prompts import reward_chat
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,11 @@ def cache(tmp_path, monkeypatch) -> Path:
 def _evaluate(tmp_path: Path, *args: str) -> dict:
     out = tmp_path / "results"
     assert main(["evaluate", "--output", str(out), "--no-progress", *args]) == 0
-    [path] = [p for p in out.rglob("results.json") if p.stat().st_mtime == max(q.stat().st_mtime for q in out.rglob("results.json"))]
+    [path] = [
+        p
+        for p in out.rglob("results.json")
+        if p.stat().st_mtime == max(q.stat().st_mtime for q in out.rglob("results.json"))
+    ]
     return json.loads(path.read_text()) | {"_dir": str(path.parent)}
 
 
@@ -73,26 +77,53 @@ def test_profile_helps_the_embedding_baseline_on_the_sample(tmp_path, cache):
 
 
 def test_results_json_is_the_metric_of_scores_jsonl(tmp_path, cache, tiny_rm):
-    result = _evaluate(tmp_path, "--model", str(tiny_rm), "--data", "sample", "--limit", "3", "--profile-k", "2", "--retriever", "bm25")
+    result = _evaluate(
+        tmp_path, "--model", str(tiny_rm), "--data", "sample", "--limit", "3", "--profile-k", "2", "--retriever", "bm25"
+    )
     scores = _scores(result)
     assert [s["id"] for s in scores] == [f"{i}_0_{n}" for i in range(3) for n in range(3)]
     correct = [s["chosen_score"] > s["rejected_score"] for s in scores]
     assert result["accuracy"] == pytest.approx(sum(correct) / len(correct))
     assert result["ties"] == sum(s["chosen_score"] == s["rejected_score"] for s in scores)
-    assert result["mean_margin"] == pytest.approx(sum(s["chosen_score"] - s["rejected_score"] for s in scores) / len(scores))
+    assert result["mean_margin"] == pytest.approx(
+        sum(s["chosen_score"] - s["rejected_score"] for s in scores) / len(scores)
+    )
     for subset, figures in result["per_subset"].items():
         mine = [c for c, s in zip(correct, scores) if s["subset"] == subset]
         assert figures["accuracy"] == pytest.approx(sum(mine) / len(mine)) and figures["num_pairs"] == 3
     assert result["ci95"][0] <= result["accuracy"] <= result["ci95"][1]
     protocol = result["protocol"]
-    assert (protocol["profile_k"], protocol["retriever"], protocol["score_rule"], protocol["dtype"]) == (2, "bm25", "logit", "float32")
-    for key in ("benchmark", "dataset_revision", "dataset_version", "model_revision", "model_type", "truncated_pairs", "runtime", "package_version"):
+    assert (protocol["profile_k"], protocol["retriever"], protocol["score_rule"], protocol["dtype"]) == (
+        2,
+        "bm25",
+        "logit",
+        "float32",
+    )
+    for key in (
+        "benchmark",
+        "dataset_revision",
+        "dataset_version",
+        "model_revision",
+        "model_type",
+        "truncated_pairs",
+        "runtime",
+        "package_version",
+    ):
         assert key in result
     assert result["runtime"]["pairs_per_second"] > 0
 
 
 def _item_and_scorer(tiny_rm, cache, k, retriever="bm25", template="default"):
-    config = RunConfig(model=str(tiny_rm), data="sample", limit=1, profile_k=k, retriever=retriever, template=template, progress=False, cache_dir=cache)
+    config = RunConfig(
+        model=str(tiny_rm),
+        data="sample",
+        limit=1,
+        profile_k=k,
+        retriever=retriever,
+        template=template,
+        progress=False,
+        cache_dir=cache,
+    )
     data = prepare_items(config)
     return data, make_scorer(config)
 
@@ -107,9 +138,13 @@ def test_model_input_never_contains_the_answer_key(tiny_rm, cache):
             row = rows[item.id]
             secrets = [row["narrative"]] + [a[key] for a in row["rubric_aspects"] for key in ("aspect", "reason")]
             for secret in secrets:
-                encoded_secret = scorer.tokenizer.decode(scorer.tokenizer(secret, add_special_tokens=False)["input_ids"])
+                encoded_secret = scorer.tokenizer.decode(
+                    scorer.tokenizer(secret, add_special_tokens=False)["input_ids"]
+                )
                 assert encoded_secret not in text
-        expected = scorer.tokenizer.apply_chat_template(reward_chat(item, item.chosen), tokenize=True, return_dict=True)["input_ids"]
+        expected = scorer.tokenizer.apply_chat_template(
+            reward_chat(item, item.chosen), tokenize=True, return_dict=True
+        )["input_ids"]
         assert list(expected) == chosen_ids
         assert chosen_ids.count(scorer.tokenizer.bos_token_id) == 2  # one per chat turn, no doubled BOS
 
@@ -119,7 +154,7 @@ def test_profile_k_changes_the_input_in_the_retrievers_order(tiny_rm, cache):
     data3, _ = _item_and_scorer(tiny_rm, cache, k=3)
     assert scorer.encode_pair(data0.items[0])[0] != scorer.encode_pair(data3.items[0])[0]
     row = load_source("sample").rows["Art_and_Entertainment"][0]
-    from personalized_rewardbench.retrieval import BM25Retriever
+    from personalized_rewardbench.data.retrieval import BM25Retriever
 
     order = BM25Retriever().rank(row["question"], [p["text"] for p in row["profile"]])
     assert [p.text for p in data3.items[0].posts] == [row["profile"][i]["text"] for i in order[:3]]
@@ -144,7 +179,9 @@ def test_upstream_template_at_k0_is_the_question_alone(tiny_rm, cache):
     data, scorer = _item_and_scorer(tiny_rm, cache, k=0, template="upstream")
     item = data.items[0]
     expected = scorer.tokenizer.apply_chat_template(
-        [{"role": "user", "content": item.question}, {"role": "assistant", "content": item.chosen}], tokenize=True, return_dict=True
+        [{"role": "user", "content": item.question}, {"role": "assistant", "content": item.chosen}],
+        tokenize=True,
+        return_dict=True,
     )["input_ids"]
     assert scorer.encode_pair(item)[0] == list(expected)
 
@@ -194,7 +231,16 @@ class _Crash(RuntimeError):
 
 
 def test_resume_after_a_crash_gives_identical_output(tiny_rm, cache, tmp_path):
-    args = dict(model=str(tiny_rm), data="sample", limit=3, profile_k=2, retriever="bm25", batch_tokens=600, progress=False, cache_dir=cache)
+    args = dict(
+        model=str(tiny_rm),
+        data="sample",
+        limit=3,
+        profile_k=2,
+        retriever="bm25",
+        batch_tokens=600,
+        progress=False,
+        cache_dir=cache,
+    )
     clean = run_evaluation(RunConfig(output=tmp_path / "clean", **args), log=lambda _m: None)
 
     config = RunConfig(output=tmp_path / "crashy", **args)
@@ -248,7 +294,10 @@ def test_unreadable_data_is_one_line(tmp_path, cache, capsys):
     bad = tmp_path / "data" / "Society_and_Culture"
     bad.mkdir(parents=True)
     (bad / "test-00000-of-00001.parquet").write_bytes(b"not parquet at all")
-    assert main(["evaluate", "--model", "baseline:length", "--data", str(tmp_path / "data"), "--output", str(tmp_path)]) == 2
+    assert (
+        main(["evaluate", "--model", "baseline:length", "--data", str(tmp_path / "data"), "--output", str(tmp_path)])
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "cannot read" in err
 
@@ -261,7 +310,19 @@ def test_checkpoint_without_a_classification_head_is_refused(tmp_path, cache, ca
 
 
 def test_contriever_falls_back_to_minilm_offline_and_says_so(tmp_path, cache, capsys):
-    result = _evaluate(tmp_path, "--model", "baseline:length", "--data", "sample", "--limit", "1", "--profile-k", "2", "--retriever", "contriever")
+    result = _evaluate(
+        tmp_path,
+        "--model",
+        "baseline:length",
+        "--data",
+        "sample",
+        "--limit",
+        "1",
+        "--profile-k",
+        "2",
+        "--retriever",
+        "contriever",
+    )
     assert result["protocol"]["retriever"] == "minilm"
     assert "using minilm instead" in capsys.readouterr().out
 
@@ -282,7 +343,10 @@ def test_a_folder_without_config_json_is_not_a_model_folder(tmp_path, cache, cap
     empty.mkdir()
     assert main(["evaluate", "--model", str(empty), "--data", "sample", "--output", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"prbench: error: {empty} is not a model folder (no config.json); pass the folder written by save_pretrained"
+    assert (
+        err
+        == f"prbench: error: {empty} is not a model folder (no config.json); pass the folder written by save_pretrained"
+    )
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(b"")
     assert main(["evaluate", "--model", str(weights), "--data", "sample", "--output", str(tmp_path / "out")]) == 2
@@ -291,7 +355,7 @@ def test_a_folder_without_config_json_is_not_a_model_folder(tmp_path, cache, cap
 
 
 def test_batch_tokens_default_follows_the_device(monkeypatch):
-    from personalized_rewardbench.run_config import auto_batch_tokens
+    from personalized_rewardbench.runs.config import auto_batch_tokens
 
     assert RunConfig(device="cpu").batch_tokens == auto_batch_tokens("cpu") == 2048
     assert RunConfig(device="cpu", batch_tokens=900).batch_tokens == 900
@@ -321,8 +385,14 @@ def bert96(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("models") / "bert96"
     tokenizer = AutoTokenizer.from_pretrained(get_model_path())
     config = BertConfig(
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-        max_position_embeddings=96, num_labels=1, pad_token_id=tokenizer.pad_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=96,
+        num_labels=1,
+        pad_token_id=tokenizer.pad_token_id,
     )
     BertForSequenceClassification(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -331,18 +401,21 @@ def bert96(tmp_path_factory) -> Path:
 
 def _long_question_data(folder: Path) -> Path:
     """Upstream-layout data: long questions (~200 words), short answers, 3 profile posts per user."""
-    from row_factory import make_row
-
     import pyarrow as pa
     import pyarrow.parquet as pq
+    from row_factory import make_row
 
-    from personalized_rewardbench.schema import FEATURES, SUBSETS
+    from personalized_rewardbench.data.schema import FEATURES, SUBSETS
 
     for index, subset in enumerate(SUBSETS):
         rows = []
         for n in range(2):
             row = make_row(index, n)
-            row["question"] = f"Opening words of question {index} {n}. " + " ".join(f"detail{i}" for i in range(200)) + " CLOSING-WORDS?"
+            row["question"] = (
+                f"Opening words of question {index} {n}. "
+                + " ".join(f"detail{i}" for i in range(200))
+                + " CLOSING-WORDS?"
+            )
             rows.append(row)
         path = folder / subset / "test-00000-of-00001.parquet"
         path.parent.mkdir(parents=True)
@@ -351,16 +424,22 @@ def _long_question_data(folder: Path) -> Path:
 
 
 @pytest.mark.parametrize("k", [0, 2])
-def test_an_encoder_with_96_positions_gets_a_shortened_question_and_the_whole_answer(bert96, tmp_path, cache, capsys, k):
+def test_an_encoder_with_96_positions_gets_a_shortened_question_and_the_whole_answer(
+    bert96, tmp_path, cache, capsys, k
+):
     data = _long_question_data(tmp_path / "data")
-    result = _evaluate(tmp_path, "--model", str(bert96), "--data", str(data), "--profile-k", str(k), "--retriever", "bm25")
+    result = _evaluate(
+        tmp_path, "--model", str(bert96), "--data", str(data), "--profile-k", str(k), "--retriever", "bm25"
+    )
     assert (result["num_pairs"], result["shortened_questions"], result["truncated_pairs"]) == (6, 6, 6 if k else 0)
     assert all(record["question_shortened"] and record["truncated"] == bool(k) for record in _scores(result))
     out = capsys.readouterr().out
     assert "shortened questions (too long even without posts" in out and ": 6" in out
     assert ("lowest-ranked profile posts dropped" in out) == bool(k)
 
-    config = RunConfig(model=str(bert96), data=str(data), profile_k=k, retriever="bm25", progress=False, cache_dir=cache)
+    config = RunConfig(
+        model=str(bert96), data=str(data), profile_k=k, retriever="bm25", progress=False, cache_dir=cache
+    )
     scorer, items = make_scorer(config), prepare_items(config).items
     assert scorer.max_length == 96
     for item in items:
@@ -378,12 +457,17 @@ def test_an_encoder_with_96_positions_gets_a_shortened_question_and_the_whole_an
 
 
 def test_an_answer_longer_than_the_model_is_a_one_line_error(bert96, tmp_path, cache, capsys):
-    assert main(["evaluate", "--model", str(bert96), "--data", "sample", "--output", str(tmp_path), "--no-progress"]) == 2
+    assert (
+        main(["evaluate", "--model", str(bert96), "--data", "sample", "--output", str(tmp_path), "--no-progress"]) == 2
+    )
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "Traceback" not in err
     # 113 answer tokens + [CLS] + "…" (the question cut to nothing) + [SEP] twice
     assert err.startswith("prbench: error: item 0_0_0: the chosen answer alone takes 117 tokens")
-    assert "over the max length of 96 tokens" in err and "use a model with a longer context (this one takes 96 positions)" in err
+    assert (
+        "over the max length of 96 tokens" in err
+        and "use a model with a longer context (this one takes 96 positions)" in err
+    )
 
 
 def _k0_lengths(tiny_rm, cache) -> tuple[list, object, list[int], int]:
@@ -391,25 +475,39 @@ def _k0_lengths(tiny_rm, cache) -> tuple[list, object, list[int], int]:
     config = RunConfig(model=str(tiny_rm), data="sample", progress=False, cache_dir=cache)
     scorer, items = make_scorer(config), prepare_items(config).items
     full = [max(len(scorer.encode_answer(item, a)) for a in (item.chosen, item.rejected)) for item in items]
-    alone = max(len(scorer.encode_answer(replace(item, question="…"), a)) for item in items for a in (item.chosen, item.rejected))
+    alone = max(
+        len(scorer.encode_answer(replace(item, question="…"), a))
+        for item in items
+        for a in (item.chosen, item.rejected)
+    )
     return items, scorer, full, alone
 
 
-def test_max_length_at_k0_shortens_questions_and_shared_prefix_scores_still_equal_full(tiny_rm, tmp_path, cache, capsys):
+def test_max_length_at_k0_shortens_questions_and_shared_prefix_scores_still_equal_full(
+    tiny_rm, tmp_path, cache, capsys
+):
     items, _scorer, full, alone = _k0_lengths(tiny_rm, cache)
     limit = alone + 10
     over = sum(length > limit for length in full)
     assert 0 < over < len(items)
     results = {}
     for name, extra in (("fast", []), ("full", ["--no-shared-prefix"])):
-        results[name] = _evaluate(tmp_path / name, "--model", str(tiny_rm), "--data", "sample", "--max-length", str(limit), *extra)
+        results[name] = _evaluate(
+            tmp_path / name, "--model", str(tiny_rm), "--data", "sample", "--max-length", str(limit), *extra
+        )
     fast, plain = results["fast"], results["full"]
     assert (fast["shortened_questions"], fast["truncated_pairs"], fast["protocol"]["max_length"]) == (over, 0, limit)
     assert fast["runtime"]["shared_prefix"] is True
     for a, b in zip(_scores(fast), _scores(plain)):
-        assert abs(a["chosen_score"] - b["chosen_score"]) <= 1e-4 and abs(a["rejected_score"] - b["rejected_score"]) <= 1e-4
+        assert (
+            abs(a["chosen_score"] - b["chosen_score"]) <= 1e-4
+            and abs(a["rejected_score"] - b["rejected_score"]) <= 1e-4
+        )
     out = capsys.readouterr().out
-    assert f"shortened questions (too long even without posts: the question's end cut, marked '…'; answers never cut): {over}" in out
+    assert (
+        f"shortened questions (too long even without posts: the question's end cut, marked '…'; answers never cut): {over}"
+        in out
+    )
     assert "posts dropped" not in out
 
     config = RunConfig(model=str(tiny_rm), data="sample", max_length=limit, progress=False, cache_dir=cache)
@@ -421,19 +519,37 @@ def test_max_length_at_k0_shortens_questions_and_shared_prefix_scores_still_equa
 
 
 def test_max_length_below_the_answer_is_a_one_line_error_naming_the_item(tiny_rm, tmp_path, cache, capsys):
-    assert main(["evaluate", "--model", str(tiny_rm), "--data", "sample", "--max-length", "16", "--output", str(tmp_path), "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "evaluate",
+                "--model",
+                str(tiny_rm),
+                "--data",
+                "sample",
+                "--max-length",
+                "16",
+                "--output",
+                str(tmp_path),
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "Traceback" not in err
     assert err.startswith("prbench: error: item 0_0_0: the chosen answer alone takes ")
-    assert "over the max length of 16 tokens" in err and "pass a larger --max-length (this model takes up to 2048 tokens)" in err
+    assert (
+        "over the max length of 16 tokens" in err
+        and "pass a larger --max-length (this model takes up to 2048 tokens)" in err
+    )
 
 
 def test_a_llama3_style_tokenizer_gets_one_bos_where_render_then_retokenize_gives_two(tmp_path, cache):
     """`--template upstream` reproduces upstream's messages, not its doubled BOS (see prompts.py)."""
+    from tiny_models import CHAT_TEMPLATE, llama_config, make_tokenizer
     from tokenizers.processors import TemplateProcessing
     from transformers import LlamaForSequenceClassification
-
-    from tiny_models import CHAT_TEMPLATE, llama_config, make_tokenizer
 
     tokenizer = make_tokenizer()
     tokenizer.add_special_tokens({"bos_token": "<|begin_of_text|>"})
@@ -446,7 +562,16 @@ def test_a_llama3_style_tokenizer_gets_one_bos_where_render_then_retokenize_give
     LlamaForSequenceClassification(llama_config(tokenizer, num_labels=1)).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
 
-    config = RunConfig(model=str(folder), data="sample", limit=1, profile_k=2, retriever="bm25", template="upstream", progress=False, cache_dir=cache)
+    config = RunConfig(
+        model=str(folder),
+        data="sample",
+        limit=1,
+        profile_k=2,
+        retriever="bm25",
+        template="upstream",
+        progress=False,
+        cache_dir=cache,
+    )
     item, scorer = prepare_items(config).items[0], make_scorer(config)
     ours = scorer.encode_pair(item)[0]
     chat = reward_chat(item, item.chosen, "upstream")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_models import build_tiny_reward_model, llama_config, make_tokenizer
 from transformers import (
     AutoTokenizer,
     BertConfig,
@@ -16,15 +17,14 @@ from transformers import (
     MistralForSequenceClassification,
 )
 
-from personalized_rewardbench import prefix_scoring
 from personalized_rewardbench.cli import main
-from personalized_rewardbench.devices import select_attn_implementation
-from personalized_rewardbench.engine import prepare_items, run_evaluation
-from personalized_rewardbench.prefix_scoring import shared_prefix_cost
-from personalized_rewardbench.run_config import RunConfig
-from personalized_rewardbench.scorer_factory import make_scorer
-from personalized_rewardbench.sources import load_source
-from tiny_models import build_tiny_reward_model, llama_config, make_tokenizer
+from personalized_rewardbench.data.sources import load_source
+from personalized_rewardbench.runs.config import RunConfig
+from personalized_rewardbench.runs.engine import prepare_items, run_evaluation
+from personalized_rewardbench.runs.scorer_factory import make_scorer
+from personalized_rewardbench.scoring import shared_prefix as prefix_scoring
+from personalized_rewardbench.scoring.devices import select_attn_implementation
+from personalized_rewardbench.scoring.shared_prefix import shared_prefix_cost
 
 TOLERANCE = 1e-4
 
@@ -52,10 +52,28 @@ def cache(tmp_path, monkeypatch) -> Path:
     return tmp_path / "cache"
 
 
-def _run(model: Path, out: Path, cache: Path, *, shared: bool, k: int = 3, limit: int | None = None, batch_tokens: int = 1500, log=None):
+def _run(
+    model: Path,
+    out: Path,
+    cache: Path,
+    *,
+    shared: bool,
+    k: int = 3,
+    limit: int | None = None,
+    batch_tokens: int = 1500,
+    log=None,
+):
     config = RunConfig(
-        model=str(model), data="sample", limit=limit, profile_k=k, retriever="bm25", batch_tokens=batch_tokens,
-        shared_prefix=shared, output=out, cache_dir=cache, progress=False,
+        model=str(model),
+        data="sample",
+        limit=limit,
+        profile_k=k,
+        retriever="bm25",
+        batch_tokens=batch_tokens,
+        shared_prefix=shared,
+        output=out,
+        cache_dir=cache,
+        progress=False,
     )
     return run_evaluation(config, log=log or (lambda _message: None))
 
@@ -76,7 +94,11 @@ def test_shared_prefix_scores_equal_full_scores(request, tmp_path, cache, model,
     fast = _run(folder, tmp_path / "fast", cache, shared=True, k=k)
     full = _run(folder, tmp_path / "full", cache, shared=False, k=k)
     runtime = fast.results["runtime"]
-    assert (runtime["shared_prefix"], runtime["shared_prefix_pairs"], runtime["shared_prefix_fallbacks"]) == (True, 24, 0)
+    assert (runtime["shared_prefix"], runtime["shared_prefix_pairs"], runtime["shared_prefix_fallbacks"]) == (
+        True,
+        24,
+        0,
+    )
     assert full.results["runtime"]["shared_prefix"] is False
     _assert_same_scores(fast, full)
     margins = [abs(r["chosen_score"] - r["rejected_score"]) for r in full.records]
@@ -85,7 +107,15 @@ def test_shared_prefix_scores_equal_full_scores(request, tmp_path, cache, model,
 
 def test_shared_batches_mix_prefix_lengths(tiny_rm, cache):
     """The plan really batches pairs of different prefix lengths (padded prefixes with holes in the mask)."""
-    config = RunConfig(model=str(tiny_rm), data="sample", profile_k=3, retriever="bm25", batch_tokens=1500, cache_dir=cache, progress=False)
+    config = RunConfig(
+        model=str(tiny_rm),
+        data="sample",
+        profile_k=3,
+        retriever="bm25",
+        batch_tokens=1500,
+        cache_dir=cache,
+        progress=False,
+    )
     scorer, items = make_scorer(config), prepare_items(config).items
     plan = scorer.plan(items)
     mixed = [batch for batch in plan if len({scorer._encoded[i].layout.prefix for i in batch}) > 1]
@@ -107,7 +137,9 @@ def _merging_template_model(tmp_path: Path) -> Path:
 def test_prompt_that_is_not_a_token_prefix_falls_back_and_says_so(tmp_path, cache):
     folder = _merging_template_model(tmp_path)
     rows = [row for rows in load_source("sample").rows.values() for row in rows]
-    merging = {row["id"] for row in rows if row["chosen"].lower().startswith("s") or row["rejected"].lower().startswith("s")}
+    merging = {
+        row["id"] for row in rows if row["chosen"].lower().startswith("s") or row["rejected"].lower().startswith("s")
+    }
     assert 0 < len(merging) < len(rows)
     messages: list[str] = []
     fast = _run(folder, tmp_path / "fast", cache, shared=True, k=2, log=messages.append)
@@ -126,9 +158,17 @@ def test_sliding_window_models_share_only_within_the_window(tmp_path, cache):
     torch.manual_seed(0)
     folder, tokenizer, window = tmp_path / "tiny-mistral", make_tokenizer(), 160
     config = MistralConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, sliding_window=window, max_position_embeddings=2048, pad_token_id=tokenizer.pad_token_id,
-        initializer_range=0.3, num_labels=1,
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        sliding_window=window,
+        max_position_embeddings=2048,
+        pad_token_id=tokenizer.pad_token_id,
+        initializer_range=0.3,
+        num_labels=1,
     )
     MistralForSequenceClassification(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -149,8 +189,13 @@ def test_encoder_models_are_scored_in_full_and_say_so(tmp_path, cache):
     folder = tmp_path / "tiny-bert"
     tokenizer = make_tokenizer()
     config = BertConfig(
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-        num_labels=1, pad_token_id=tokenizer.pad_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=1,
+        pad_token_id=tokenizer.pad_token_id,
     )
     BertForSequenceClassification(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -165,7 +210,8 @@ def test_encoder_models_are_scored_in_full_and_say_so(tmp_path, cache):
 def test_a_failed_check_before_scoring_turns_sharing_off(tmp_path, cache, monkeypatch, tiny_rm):
     original = prefix_scoring.shared_prefix_logits
     monkeypatch.setattr(
-        "personalized_rewardbench.classifier_rm.shared_prefix_logits", lambda *args, **kwargs: original(*args, **kwargs) + 1.0
+        "personalized_rewardbench.scoring.classifier.shared_prefix_logits",
+        lambda *args, **kwargs: original(*args, **kwargs) + 1.0,
     )
     outcome = _run(tiny_rm, tmp_path / "broken", cache, shared=True, k=2, limit=1)
     runtime = outcome.results["runtime"]
@@ -180,7 +226,14 @@ def test_a_failed_check_before_scoring_turns_sharing_off(tmp_path, cache, monkey
 def test_token_budget_batches_respect_the_budget_and_the_padding_is_measured(tiny_rm, cache, shared):
     budget = 1200
     config = RunConfig(
-        model=str(tiny_rm), data="sample", profile_k=3, retriever="bm25", batch_tokens=budget, shared_prefix=shared, cache_dir=cache, progress=False
+        model=str(tiny_rm),
+        data="sample",
+        profile_k=3,
+        retriever="bm25",
+        batch_tokens=budget,
+        shared_prefix=shared,
+        cache_dir=cache,
+        progress=False,
     )
     scorer, items = make_scorer(config), prepare_items(config).items
     plan = scorer.plan(items)
@@ -208,12 +261,28 @@ def test_token_budget_batches_respect_the_budget_and_the_padding_is_measured(tin
     assert stats["tokens_computed"] == sum(n for n, _ in forwards)
     assert 0 < stats["padding_fraction"] < 0.25  # pairs sorted by length: little padding
     if shared:
-        assert all(shared_prefix_cost([scorer._shape(scorer._encoded[i]) for i in batch]) <= budget or len(batch) == 1 for batch in plan)
+        assert all(
+            shared_prefix_cost([scorer._shape(scorer._encoded[i]) for i in batch]) <= budget or len(batch) == 1
+            for batch in plan
+        )
 
 
 def test_results_json_runtime_reports_padding_and_batch_tokens(tmp_path, cache, tiny_rm):
     out = tmp_path / "results"
-    args = ["evaluate", "--model", str(tiny_rm), "--data", "sample", "--limit", "2", "--batch-tokens", "900", "--output", str(out), "--no-progress"]
+    args = [
+        "evaluate",
+        "--model",
+        str(tiny_rm),
+        "--data",
+        "sample",
+        "--limit",
+        "2",
+        "--batch-tokens",
+        "900",
+        "--output",
+        str(out),
+        "--no-progress",
+    ]
     assert main(args) == 0
     [path] = list(out.rglob("results.json"))
     results = json.loads(path.read_text())

@@ -14,18 +14,17 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_models import CHAT_TEMPLATE, llama_config
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
-from personalized_rewardbench import judge_backends, judges, registry, verdicts
-from personalized_rewardbench.engine import prepare_items, run_evaluation
-from personalized_rewardbench.judge_prompts import PAIRWISE_SYSTEM, SCORE_SYSTEM
-from personalized_rewardbench.run_config import RunConfig
-from personalized_rewardbench.scorer_factory import make_scorer
-from personalized_rewardbench.sources import load_source
-from personalized_rewardbench.verdicts import choice_logprobs, read_choices
-
-from tiny_models import CHAT_TEMPLATE, llama_config
+from personalized_rewardbench.data.sources import load_source
+from personalized_rewardbench.runs.config import RunConfig
+from personalized_rewardbench.runs.engine import prepare_items, run_evaluation
+from personalized_rewardbench.runs.scorer_factory import make_scorer
+from personalized_rewardbench.scoring import judge_backends, judges, registry, verdicts
+from personalized_rewardbench.scoring.judge_prompts import PAIRWISE_SYSTEM, SCORE_SYSTEM
+from personalized_rewardbench.scoring.verdicts import choice_logprobs, read_choices
 
 QWEN2_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 SPECIAL = ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]
@@ -34,17 +33,34 @@ SPECIAL = ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]
 def make_bpe_tokenizer() -> PreTrainedTokenizerFast:
     """A byte-level BPE tokenizer with the Qwen2 split regex (digits one by one), ChatML template."""
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tokenizer.decoder = decoders.ByteLevel()
     rows = [row for rows in load_source("sample").rows.values() for row in rows]
-    corpus = [PAIRWISE_SYSTEM, SCORE_SYSTEM, "Rating: 10", "Rating: 7", "Result: A", "Result: B", " ".join(map(str, range(11)))]
+    corpus = [
+        PAIRWISE_SYSTEM,
+        SCORE_SYSTEM,
+        "Rating: 10",
+        "Rating: 7",
+        "Result: A",
+        "Result: B",
+        " ".join(map(str, range(11))),
+    ]
     corpus += [row[key] for row in rows for key in ("question", "chosen", "rejected")]
-    trainer = trainers.BpeTrainer(vocab_size=1500, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=1500,
+        special_tokens=SPECIAL,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tokenizer.train_from_iterator(corpus * 3, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<|im_start|>", eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, bos_token="<|im_start|>", eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    )
     fast.chat_template = CHAT_TEMPLATE
     return fast
 
@@ -65,8 +81,16 @@ def _cache(tmp_path, monkeypatch):
 
 
 def _config(model: Path, output: Path, model_type: str, **overrides) -> RunConfig:
-    settings = dict(model=str(model), model_type=model_type, data="sample", limit=1, output=output,
-                    cache_dir=output.parent / "cache", dtype="float32", progress=False)
+    settings = dict(
+        model=str(model),
+        model_type=model_type,
+        data="sample",
+        limit=1,
+        output=output,
+        cache_dir=output.parent / "cache",
+        dtype="float32",
+        progress=False,
+    )
     return RunConfig(**{**settings, **overrides})
 
 
@@ -123,7 +147,9 @@ def test_score_judge_reads_ratings_after_the_space_and_ten_over_two_tokens(bpe_l
             mass[1] -= mass[10]
             assert score == pytest.approx(sum(n * p for n, p in mass.items()) / sum(mass.values()), abs=1e-4)
     assert outcome.results["protocol"]["forced_prefix"] == "Rating: "
-    assert outcome.results["runtime"]["shared_prefix_calls"] > 0 and outcome.results["runtime"]["full_forward_calls"] == 0
+    assert (
+        outcome.results["runtime"]["shared_prefix_calls"] > 0 and outcome.results["runtime"]["full_forward_calls"] == 0
+    )
 
 
 def test_pairwise_judge_with_byte_level_letters(bpe_lm, tmp_path):
@@ -136,7 +162,9 @@ def test_pairwise_judge_with_byte_level_letters(bpe_lm, tmp_path):
     with torch.no_grad():
         logprobs = judge.backend.model(torch.tensor([first])).logits[0, -1].log_softmax(-1)
     token = judge.tokenizer.convert_tokens_to_ids
-    assert record["margin_chosen_first"] == pytest.approx((logprobs[token("ĠA")] - logprobs[token("ĠB")]).item(), abs=1e-4)
+    assert record["margin_chosen_first"] == pytest.approx(
+        (logprobs[token("ĠA")] - logprobs[token("ĠB")]).item(), abs=1e-4
+    )
 
 
 @pytest.mark.parametrize("module", [verdicts, registry, judges, judge_backends])

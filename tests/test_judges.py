@@ -12,21 +12,26 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_models import build_tiny_causal_lm
 
 from personalized_rewardbench import cli
-from personalized_rewardbench.engine import prepare_items, run_evaluation
+from personalized_rewardbench.data.sources import load_source
 from personalized_rewardbench.errors import UserError
-from personalized_rewardbench.judge_backends import shared_prefix_length
-from personalized_rewardbench.judge_prompts import pairwise_chat
-from personalized_rewardbench.judges import NO_RATING_SCORE, PairwiseJudge, ScoreJudge, judge_figures, make_judge
-from personalized_rewardbench.leaderboard import leaderboard_rows
-from personalized_rewardbench.registry import resolve_spec
-from personalized_rewardbench.run_config import RunConfig
-from personalized_rewardbench.scorer_factory import make_scorer
-from personalized_rewardbench.sources import load_source
-from personalized_rewardbench.verdicts import parse_rating, parse_verdict, read_choices, strip_reasoning
-
-from tiny_models import build_tiny_causal_lm
+from personalized_rewardbench.runs.config import RunConfig
+from personalized_rewardbench.runs.engine import prepare_items, run_evaluation
+from personalized_rewardbench.runs.leaderboard import leaderboard_rows
+from personalized_rewardbench.runs.scorer_factory import make_scorer
+from personalized_rewardbench.scoring.judge_backends import shared_prefix_length
+from personalized_rewardbench.scoring.judge_prompts import pairwise_chat
+from personalized_rewardbench.scoring.judges import (
+    NO_RATING_SCORE,
+    PairwiseJudge,
+    ScoreJudge,
+    judge_figures,
+    make_judge,
+)
+from personalized_rewardbench.scoring.registry import resolve_spec
+from personalized_rewardbench.scoring.verdicts import parse_rating, parse_verdict, read_choices, strip_reasoning
 
 # --------------------------------------------------------------------------------------------------
 # Fixtures and helpers
@@ -45,8 +50,23 @@ def _cache(tmp_path, monkeypatch):
 
 def _args(model: Path, output: Path, model_type: str = "judge-pairwise", *extra: str) -> list[str]:
     return [
-        "evaluate", "--model", str(model), "--model-type", model_type, "--data", "sample", "--limit", "2",
-        "--output", str(output), "--cache-dir", str(output.parent / "cache"), "--dtype", "float32", "--no-progress", *extra,
+        "evaluate",
+        "--model",
+        str(model),
+        "--model-type",
+        model_type,
+        "--data",
+        "sample",
+        "--limit",
+        "2",
+        "--output",
+        str(output),
+        "--cache-dir",
+        str(output.parent / "cache"),
+        "--dtype",
+        "float32",
+        "--no-progress",
+        *extra,
     ]
 
 
@@ -59,8 +79,16 @@ def _run(args: list[str]) -> tuple[dict, list[dict]]:
 
 
 def _config(model: Path, output: Path, **overrides) -> RunConfig:
-    settings = dict(model=str(model), model_type="judge-pairwise", data="sample", limit=2, output=output,
-                    cache_dir=output.parent / "cache", dtype="float32", progress=False)
+    settings = dict(
+        model=str(model),
+        model_type="judge-pairwise",
+        data="sample",
+        limit=2,
+        output=output,
+        cache_dir=output.parent / "cache",
+        dtype="float32",
+        progress=False,
+    )
     settings.update(overrides)
     return RunConfig(**settings)
 
@@ -129,10 +157,22 @@ def test_strip_reasoning_handles_prompt_opened_think_blocks():
 
 @pytest.mark.parametrize(
     ("text", "rating"),
-    [("Rating: 7", 7.0), ("**Rating:** 10/10", 10.0), ("rating: 3.5 overall", 3.5), ("Rating: 4\nRating: 9", 9.0),
-     ("<think>Rating: 2</think>Rating: 8", 8.0), ("Rating: 11", None), ("I'd give it a ten", None), ("", None),
-     ("Rating: -3", None), ("Rating: 7-8", None), ("Rating: 6 to 7", None), ("Rating: 10.5", None), ("Rating: 8/10.", 8.0),
-     ("Rating: 7. Final Rating: 7-8", None)],
+    [
+        ("Rating: 7", 7.0),
+        ("**Rating:** 10/10", 10.0),
+        ("rating: 3.5 overall", 3.5),
+        ("Rating: 4\nRating: 9", 9.0),
+        ("<think>Rating: 2</think>Rating: 8", 8.0),
+        ("Rating: 11", None),
+        ("I'd give it a ten", None),
+        ("", None),
+        ("Rating: -3", None),
+        ("Rating: 7-8", None),
+        ("Rating: 6 to 7", None),
+        ("Rating: 10.5", None),
+        ("Rating: 8/10.", 8.0),
+        ("Rating: 7. Final Rating: 7-8", None),
+    ],
 )
 def test_parse_rating(text, rating):
     assert parse_rating(text) == rating
@@ -160,7 +200,9 @@ def test_choice_tokens_of_a_lower_casing_tokenizer(tiny_lm):
 def test_judge_figures_match_a_hand_computation():
     verdicts = [(1, 1), (1, 0), (0, 0), (-1, 1), (1, -1)]
     subsets = ["Art", "Art", "Society", "Society", "Society"]
-    records = [{"subset": s, "verdict_chosen_first": a, "verdict_chosen_second": b} for s, (a, b) in zip(subsets, verdicts)]
+    records = [
+        {"subset": s, "verdict_chosen_first": a, "verdict_chosen_second": b} for s, (a, b) in zip(subsets, verdicts)
+    ]
     figures = judge_figures(records)
     assert figures["accuracy"] == 5 / 10
     assert figures["consistent_accuracy"] == 1 / 5
@@ -169,11 +211,20 @@ def test_judge_figures_match_a_hand_computation():
     assert figures["no_verdict"] == figures["ties"] == 2
     assert figures["num_verdicts"] == 10
     assert figures["per_subset"]["Art"] == {
-        **figures["per_subset"]["Art"], "accuracy": 3 / 4, "num_pairs": 2, "num_verdicts": 4, "ties": 0, "no_verdict": 0}
+        **figures["per_subset"]["Art"],
+        "accuracy": 3 / 4,
+        "num_pairs": 2,
+        "num_verdicts": 4,
+        "ties": 0,
+        "no_verdict": 0,
+    }
     assert figures["per_subset"]["Society"]["accuracy"] == 2 / 6 and figures["per_subset"]["Society"]["no_verdict"] == 2
     assert figures["macro_accuracy"] == pytest.approx((3 / 4 + 2 / 6) / 2)
     # The interval takes the pair as the unit: Wilson at p = 5/10 with n = 5 pairs, not 10 verdicts.
-    assert figures["ci95"] == pytest.approx(_wilson(0.5, 5)) and (figures["ci95_unit"], figures["ci95_method"]) == ("pairs", "wilson")
+    assert figures["ci95"] == pytest.approx(_wilson(0.5, 5)) and (figures["ci95_unit"], figures["ci95_method"]) == (
+        "pairs",
+        "wilson",
+    )
     assert figures["ci95"][1] - figures["ci95"][0] > _width(_wilson(0.5, 10))
     assert figures["per_subset"]["Art"]["ci95"] == pytest.approx(_wilson(3 / 4, 2))
     assert figures["per_subset"]["Society"]["ci95"] == pytest.approx(_wilson(2 / 6, 3))
@@ -247,13 +298,17 @@ def test_both_orders_are_asked_and_no_answer_key_leaks(tiny_lm, tmp_path):
             post = tokenizer(item.posts[0].text, add_special_tokens=False)["input_ids"]
             assert len(item.posts) == 2 and _contains(prompt, post) > -1
             row = rows[item.id]
-            secrets = [row["narrative"]] + [aspect[key] for aspect in row["rubric_aspects"] for key in ("aspect", "evidence", "reason")]
+            secrets = [row["narrative"]] + [
+                aspect[key] for aspect in row["rubric_aspects"] for key in ("aspect", "evidence", "reason")
+            ]
             for secret in secrets:
                 assert _contains(prompt, tokenizer(secret, add_special_tokens=False)["input_ids"]) == -1
         for chosen_first in (True, False):
             text = json.dumps(pairwise_chat(item, chosen_first))
             assert rows[item.id]["narrative"] not in text
-            assert not any(aspect["aspect"] in text or aspect["evidence"] in text for aspect in rows[item.id]["rubric_aspects"])
+            assert not any(
+                aspect["aspect"] in text or aspect["evidence"] in text for aspect in rows[item.id]["rubric_aspects"]
+            )
 
 
 def test_shared_prefix_logits_equal_full_forward(tiny_lm, tmp_path):
@@ -316,7 +371,9 @@ def test_pairwise_logits_run_reports_figures_from_its_verdicts(pairwise_logits_r
             margin, verdict = record[f"margin_chosen_{order}"], record[f"verdict_chosen_{order}"]
             assert verdict == (1 if margin > 0 else 0 if margin < 0 else -1)
         expected = (math.tanh(record["margin_chosen_first"] / 2) + math.tanh(record["margin_chosen_second"] / 2)) / 2
-        assert record["chosen_score"] == pytest.approx(expected) and record["rejected_score"] == pytest.approx(-expected)
+        assert record["chosen_score"] == pytest.approx(expected) and record["rejected_score"] == pytest.approx(
+            -expected
+        )
     verdicts = first + second
     assert results["accuracy"] == sum(v == 1 for v in verdicts) / 12
     assert results["consistent_accuracy"] == sum(a == b == 1 for a, b in zip(first, second)) / 6
@@ -324,13 +381,17 @@ def test_pairwise_logits_run_reports_figures_from_its_verdicts(pairwise_logits_r
     assert results["no_verdict"] == sum(v == -1 for v in verdicts)
     assert results["num_pairs"] == 6 and results["num_verdicts"] == 12
     for subset, figures in results["per_subset"].items():
-        mine = [v for r in records if r["subset"] == subset for v in (r["verdict_chosen_first"], r["verdict_chosen_second"])]
+        mine = [
+            v for r in records if r["subset"] == subset for v in (r["verdict_chosen_first"], r["verdict_chosen_second"])
+        ]
         assert figures["accuracy"] == sum(v == 1 for v in mine) / len(mine) and figures["num_verdicts"] == 4
     assert results["ci95"] == pytest.approx(_wilson(results["accuracy"], 6))  # per pair, not per verdict
 
 
 def test_pairwise_generate_reports_unparsable_answers_as_no_verdict(tiny_lm, tmp_path):
-    results, records = _run(_args(tiny_lm, tmp_path / "out", "judge-pairwise", "--judge-mode", "generate", "--max-new-tokens", "8"))
+    results, records = _run(
+        _args(tiny_lm, tmp_path / "out", "judge-pairwise", "--judge-mode", "generate", "--max-new-tokens", "8")
+    )
     assert results["protocol"]["judge_mode"] == "generate" and results["protocol"]["max_new_tokens"] == 8
     for record in records:
         assert record["margin_chosen_first"] is None and record["margin_chosen_second"] is None
@@ -354,7 +415,9 @@ def test_score_judge_logits_gives_expected_ratings(tiny_lm, tmp_path):
 
 
 def test_score_judge_generate_counts_missing_ratings_as_ties(tiny_lm, tmp_path):
-    results, records = _run(_args(tiny_lm, tmp_path / "out", "judge-score", "--judge-mode", "generate", "--max-new-tokens", "8"))
+    results, records = _run(
+        _args(tiny_lm, tmp_path / "out", "judge-score", "--judge-mode", "generate", "--max-new-tokens", "8")
+    )
     for record in records:
         assert record["rating_chosen"] == parse_rating(record["text_chosen"])
         assert record["no_verdict"] == (record["rating_chosen"] is None) + (record["rating_rejected"] is None)
@@ -404,13 +467,32 @@ def test_bad_judge_settings_fail_in_one_line(tiny_lm, tmp_path, capsys):
 def test_leaderboard_lists_judges_beside_other_scorers(pairwise_logits_run, tmp_path):
     results, _ = pairwise_logits_run
     run_folder = tmp_path / "board"
-    assert cli.main(["evaluate", "--model", "baseline:length", "--data", "sample", "--limit", "2", "--output", str(run_folder), "--no-progress"]) == 0
+    assert (
+        cli.main(
+            [
+                "evaluate",
+                "--model",
+                "baseline:length",
+                "--data",
+                "sample",
+                "--limit",
+                "2",
+                "--output",
+                str(run_folder),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     judge_results = run_folder / "judge" / "results.json"
     judge_results.parent.mkdir(parents=True)
     judge_results.write_text(json.dumps(results))
     rows = {row["type"]: row for row in leaderboard_rows(run_folder)}
     assert set(rows) == {"baseline", "judge-pairwise"}
-    assert rows["judge-pairwise"]["protocol"].endswith("logits") and rows["judge-pairwise"]["accuracy"] == results["accuracy"]
+    assert (
+        rows["judge-pairwise"]["protocol"].endswith("logits")
+        and rows["judge-pairwise"]["accuracy"] == results["accuracy"]
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -457,7 +539,14 @@ def test_canned_generations_give_hand_computed_figures(tmp_path):
     config = _config(Path("canned-judge"), tmp_path / "out", judge_mode="generate", max_new_tokens=16)
     judge = PairwiseJudge(config, resolve_spec("canned-judge"), CannedBackend())
     items = prepare_items(config, log=lambda _: None).items
-    assert [item.subset.split("_")[0] for item in items] == ["Art", "Art", "Lifestyle", "Lifestyle", "Society", "Society"]
+    assert [item.subset.split("_")[0] for item in items] == [
+        "Art",
+        "Art",
+        "Lifestyle",
+        "Lifestyle",
+        "Society",
+        "Society",
+    ]
     for item, (first, second, _) in zip(items, CANNED):
         prompts = judge.encode_item(item)[0]
         judge.backend.texts[tuple(prompts[0])], judge.backend.texts[tuple(prompts[1])] = first, second
@@ -475,13 +564,18 @@ def test_canned_generations_give_hand_computed_figures(tmp_path):
     expected = {"Art": (3 / 4, 0), "Lifestyle": (2 / 4, 1), "Society": (1 / 4, 1)}
     for subset, figures in results["per_subset"].items():
         accuracy, no_verdict = expected[subset.split("_")[0]]
-        assert (figures["accuracy"], figures["no_verdict"], figures["num_pairs"], figures["num_verdicts"]) == (accuracy, no_verdict, 2, 4)
+        assert (figures["accuracy"], figures["no_verdict"], figures["num_pairs"], figures["num_verdicts"]) == (
+            accuracy,
+            no_verdict,
+            2,
+            4,
+        )
         assert figures["ci95"] == pytest.approx(_wilson(accuracy, 2))
     assert results["macro_accuracy"] == pytest.approx(0.5)
     on_disk = json.loads((outcome.run_dir / "results.json").read_text())
     assert on_disk["accuracy"] == 0.5 and on_disk["no_verdict"] == 2 and on_disk["protocol"]["backend"] == "canned"
     # The console table counts pairs and verdicts apart: no "6 pairs, 12 ties".
-    from personalized_rewardbench.results import format_table
+    from personalized_rewardbench.runs.results import format_table
 
     header, *rows = format_table(results).splitlines()
     assert header.split()[1:5] == ["pairs", "verdicts", "no", "verdict"]
@@ -504,22 +598,37 @@ def test_a_checkpoint_without_language_model_head_is_refused(tmp_path, capsys):
 
 
 def test_max_new_tokens_must_leave_room_for_the_prompt(tiny_lm, tmp_path, capsys):
-    assert cli.main(_args(tiny_lm, tmp_path / "out", "judge-pairwise", "--judge-mode", "generate", "--max-new-tokens", "2048")) == 2
+    assert (
+        cli.main(
+            _args(tiny_lm, tmp_path / "out", "judge-pairwise", "--judge-mode", "generate", "--max-new-tokens", "2048")
+        )
+        == 2
+    )
     error = capsys.readouterr().err
-    assert error.count("\n") == 1 and "--max-new-tokens 2048 leaves no room" in error and "takes at most 2048 tokens" in error
+    assert (
+        error.count("\n") == 1
+        and "--max-new-tokens 2048 leaves no room" in error
+        and "takes at most 2048 tokens" in error
+    )
 
 
 def test_shared_prefix_fallback_is_announced_and_recorded(tiny_lm, tmp_path, monkeypatch, pairwise_logits_run):
-    from personalized_rewardbench.judge_backends import TransformersBackend
+    from personalized_rewardbench.scoring.judge_backends import TransformersBackend
 
     monkeypatch.setattr(TransformersBackend, "_plain_cache", lambda self: False)  # as for recurrent layers
     logged: list[str] = []
     outcome = run_evaluation(_config(tiny_lm, tmp_path / "out"), log=logged.append)
-    assert any(line.startswith("shared prefix: off -- the model's cache is not a plain DynamicCache") for line in logged)
+    assert any(
+        line.startswith("shared prefix: off -- the model's cache is not a plain DynamicCache") for line in logged
+    )
     assert logged == [n for n in outcome.notices if n in logged]
     runtime = outcome.results["runtime"]
     assert runtime["shared_prefix"] is False and "not a plain DynamicCache" in runtime["shared_prefix_note"]
-    assert runtime["full_forward_calls"] > 0 and runtime["shared_prefix_calls"] == 0 and 0 <= runtime["padding_fraction"] < 1
+    assert (
+        runtime["full_forward_calls"] > 0
+        and runtime["shared_prefix_calls"] == 0
+        and 0 <= runtime["padding_fraction"] < 1
+    )
     reference = pairwise_logits_run[1]
     for mine, theirs in zip(outcome.records, reference):
         assert mine["margin_chosen_first"] == pytest.approx(theirs["margin_chosen_first"], abs=1e-4)
@@ -551,7 +660,9 @@ def test_template_switches_come_from_the_registry(tiny_lm, tmp_path):
         "{{ '<|im_start|>assistant\n' }}{% if enable_thinking is defined and not enable_thinking %}{{ '<think>\n\n</think>\n\n' }}{% endif %}",
     )
     assert thinking != CHAT_TEMPLATE
-    spec = replace(resolve_spec(str(tiny_lm)), chat_template=thinking, logits_template_kwargs={"enable_thinking": False})
+    spec = replace(
+        resolve_spec(str(tiny_lm)), chat_template=thinking, logits_template_kwargs={"enable_thinking": False}
+    )
     item = prepare_items(_config(tiny_lm, tmp_path / "out"), log=lambda _: None).items[0]
     logits = make_judge(_config(tiny_lm, tmp_path / "a"), spec, "judge-pairwise")
     prompt = logits.tokenizer.decode(logits.encode_item(item)[0][0])
@@ -567,7 +678,9 @@ def test_a_template_that_drops_assistant_turns_falls_back_to_plain_tokenization(
 
     from tiny_models import CHAT_TEMPLATE
 
-    user_only = CHAT_TEMPLATE.replace("{% for message in messages %}", "{% for message in messages if message['role'] != 'assistant' %}")
+    user_only = CHAT_TEMPLATE.replace(
+        "{% for message in messages %}", "{% for message in messages if message['role'] != 'assistant' %}"
+    )
     spec = replace(resolve_spec(str(tiny_lm)), chat_template=user_only)
     config = _config(tiny_lm, tmp_path / "out")
     judge = make_judge(config, spec, "judge-pairwise")

@@ -10,8 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-from personalized_rewardbench.offline_models import llama_config, make_tokenizer
 from transformers import LlamaForSequenceClassification
+
+from personalized_rewardbench.testing.tiny_models import llama_config, make_tokenizer
 
 
 def _slow_enough_model(folder: Path) -> Path:
@@ -24,8 +25,23 @@ def _slow_enough_model(folder: Path) -> Path:
 
 def _command(model: Path, output: Path) -> list[str]:
     return [
-        sys.executable, "-m", "personalized_rewardbench", "evaluate", "--model", str(model), "--data", "sample",
-        "--profile-k", "10", "--retriever", "bm25", "--batch-tokens", "1024", "--output", str(output), "--no-progress",
+        sys.executable,
+        "-m",
+        "personalized_rewardbench",
+        "evaluate",
+        "--model",
+        str(model),
+        "--data",
+        "sample",
+        "--profile-k",
+        "10",
+        "--retriever",
+        "bm25",
+        "--batch-tokens",
+        "1024",
+        "--output",
+        str(output),
+        "--no-progress",
     ]
 
 
@@ -34,7 +50,9 @@ def test_kill_9_then_rerun_equals_an_uninterrupted_run(tmp_path):
     env = {**os.environ, "PRBENCH_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
     subprocess.run(_command(model, tmp_path / "clean"), env=env, check=True, capture_output=True)
 
-    process = subprocess.Popen(_command(model, tmp_path / "killed"), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        _command(model, tmp_path / "killed"), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.monotonic() + 120
     partial: list[Path] = []
     while time.monotonic() < deadline and process.poll() is None:

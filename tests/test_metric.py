@@ -52,7 +52,10 @@ def _random_pairs(n: int, seed: int):
     rng = random.Random(seed)
     chosen = [round(rng.gauss(0, 1), 1) for _ in range(n)]  # one decimal: plenty of exact ties
     rejected = [round(rng.gauss(0, 1), 1) for _ in range(n)]
-    subsets = [rng.choice(["Art_and_Entertainment", "Lifestyle_and_Personal_Development", "Society_and_Culture"]) for _ in range(n)]
+    subsets = [
+        rng.choice(["Art_and_Entertainment", "Lifestyle_and_Personal_Development", "Society_and_Culture"])
+        for _ in range(n)
+    ]
     return chosen, rejected, subsets
 
 
@@ -160,7 +163,9 @@ def test_pairwise_per_subset(judge):
 
 
 def test_result_is_plain_json(metric):
-    r = metric.compute(chosen_scores=np.array(CHOSEN, dtype=np.float32), rejected_scores=np.array(REJECTED), subsets=SUBSETS)
+    r = metric.compute(
+        chosen_scores=np.array(CHOSEN, dtype=np.float32), rejected_scores=np.array(REJECTED), subsets=SUBSETS
+    )
 
     def walk(value):
         if isinstance(value, dict):
@@ -229,7 +234,9 @@ def test_add_batch_equals_compute_with_subsets(metric):
     chosen, rejected, subsets = _random_pairs(300, seed=3)
     once = metric.compute(chosen_scores=chosen, rejected_scores=rejected, subsets=subsets)
     for start, stop in ((0, 7), (7, 150), (150, 151), (151, 300)):
-        metric.add_batch(chosen_scores=chosen[start:stop], rejected_scores=rejected[start:stop], subsets=subsets[start:stop])
+        metric.add_batch(
+            chosen_scores=chosen[start:stop], rejected_scores=rejected[start:stop], subsets=subsets[start:stop]
+        )
     assert metric.compute() == once
     # Without names in the batches, the full list may be given to compute instead.
     for start in range(0, 300, 40):
@@ -264,22 +271,46 @@ def test_failed_compute_keeps_pairs_for_a_retry(metric):
 # ------------------------------------------------------------------------------------------ bad input
 
 BAD_SCORES = [
-    (dict(chosen_scores=[0.1, 0.2, 0.3], rejected_scores=[0.0, 0.1]), r"chosen_scores has 3 values but rejected_scores has 2 \(rejected_scores has nothing for pair 2\)"),
-    (dict(chosen_scores=[0.1], rejected_scores=[0.0, 0.1]), r"chosen_scores has 1 value but rejected_scores has 2 \(chosen_scores has nothing for pair 1\)"),
+    (
+        dict(chosen_scores=[0.1, 0.2, 0.3], rejected_scores=[0.0, 0.1]),
+        r"chosen_scores has 3 values but rejected_scores has 2 \(rejected_scores has nothing for pair 2\)",
+    ),
+    (
+        dict(chosen_scores=[0.1], rejected_scores=[0.0, 0.1]),
+        r"chosen_scores has 1 value but rejected_scores has 2 \(chosen_scores has nothing for pair 1\)",
+    ),
     (dict(chosen_scores=[], rejected_scores=[]), r"no pairs to score"),
-    (dict(chosen_scores=[0.1, 0.2, 0.3, float("nan")], rejected_scores=[0.0] * 4), r"^chosen_scores\[3\] is nan: scores must be finite numbers$"),
-    (dict(chosen_scores=[0.1, 0.2], rejected_scores=[0.0, float("-inf")]), r"^rejected_scores\[1\] is -inf: scores must be finite numbers$"),
+    (
+        dict(chosen_scores=[0.1, 0.2, 0.3, float("nan")], rejected_scores=[0.0] * 4),
+        r"^chosen_scores\[3\] is nan: scores must be finite numbers$",
+    ),
+    (
+        dict(chosen_scores=[0.1, 0.2], rejected_scores=[0.0, float("-inf")]),
+        r"^rejected_scores\[1\] is -inf: scores must be finite numbers$",
+    ),
     (dict(chosen_scores=np.array([0.1, np.inf]), rejected_scores=[0.0, 0.0]), r"^chosen_scores\[1\] is inf"),
     (dict(chosen_scores=[0.1, None], rejected_scores=[0.0, 0.0]), r"^chosen_scores\[1\] is None"),
     (dict(chosen_scores=[0.1, "0.2"], rejected_scores=[0.0, 0.0]), r"^chosen_scores\[1\] is '0.2'"),
     (dict(chosen_scores=[[0.1, 0.2]], rejected_scores=[0.0]), r"chosen_scores must be a flat list.*shape \(1, 2\)"),
-    (dict(chosen_scores=[0.1, 0.2], rejected_scores=[0.0, 0.0], subsets=["Art"]), r"subsets has 1 name but there are 2 pairs \(no name for pair 1\)"),
-    (dict(chosen_scores=[0.1], rejected_scores=[0.0], subsets=["Art", "Art"]), r"subsets has 2 names but there are 1 pair \(an extra name at position 1\)"),
-    (dict(chosen_scores=[0.1, 0.2], rejected_scores=[0.0, 0.0], subsets=["Art", ""]), r"^subsets\[1\] is '': subset names must be non-empty strings$"),
+    (
+        dict(chosen_scores=[0.1, 0.2], rejected_scores=[0.0, 0.0], subsets=["Art"]),
+        r"subsets has 1 name but there are 2 pairs \(no name for pair 1\)",
+    ),
+    (
+        dict(chosen_scores=[0.1], rejected_scores=[0.0], subsets=["Art", "Art"]),
+        r"subsets has 2 names but there are 1 pair \(an extra name at position 1\)",
+    ),
+    (
+        dict(chosen_scores=[0.1, 0.2], rejected_scores=[0.0, 0.0], subsets=["Art", ""]),
+        r"^subsets\[1\] is '': subset names must be non-empty strings$",
+    ),
     (dict(chosen_scores=[0.1, 0.2], rejected_scores=[0.0, 0.0], subsets=[None, "Art"]), r"^subsets\[0\] is None"),
     (dict(chosen_scores=[0.1], rejected_scores=[0.0], subsets="Art"), r"subsets must be a list"),
     (dict(chosen_scores=[0.1]), r"^rejected_scores is missing"),
-    (dict(chosen_scores=[0.0, 1e308], rejected_scores=[0.0, -1e308]), r"^chosen_scores\[1\] - rejected_scores\[1\] overflows"),
+    (
+        dict(chosen_scores=[0.0, 1e308], rejected_scores=[0.0, -1e308]),
+        r"^chosen_scores\[1\] - rejected_scores\[1\] overflows",
+    ),
     (dict(predictions=[1]), r"unknown argument\(s\) predictions for the 'default' config"),
 ]
 
@@ -303,7 +334,10 @@ BAD_VERDICTS = [
     (dict(predictions=[]), r"no pairs to score"),
     (dict(predictions=[1, 0], subsets=["a"]), r"subsets has 1 name but there are 2 pairs \(no name for pair 1\)"),
     (dict(predictions=[1, 0], subsets=["a", "  "]), r"^subsets\[1\] is '  '"),
-    (dict(chosen_scores=[1.0], rejected_scores=[0.0]), r"unknown argument\(s\) chosen_scores, rejected_scores for the 'pairwise' config"),
+    (
+        dict(chosen_scores=[1.0], rejected_scores=[0.0]),
+        r"unknown argument\(s\) chosen_scores, rejected_scores for the 'pairwise' config",
+    ),
 ]
 
 
@@ -321,14 +355,18 @@ def test_bad_batch_reports_batch_and_overall_position_and_writes_nothing(metric)
     metric.add_batch(chosen_scores=[1.0, 2.0, 3.0], rejected_scores=[0.0, 0.0, 0.0])
     with pytest.raises(ValueError, match=r"^rejected_scores\[1\] \(pair 4 of all pairs added so far\) is nan"):
         metric.add_batch(chosen_scores=[1.0, 2.0], rejected_scores=[0.0, float("nan")])
-    with pytest.raises(ValueError, match=r"chosen_scores has 2 values but rejected_scores has 1 .*pair 1 of this batch, 4 of all"):
+    with pytest.raises(
+        ValueError, match=r"chosen_scores has 2 values but rejected_scores has 1 .*pair 1 of this batch, 4 of all"
+    ):
         metric.add_batch(chosen_scores=[1.0, 2.0], rejected_scores=[0.0])
     assert metric.compute()["num_pairs"] == 3  # the bad batches were not stored
 
 
 def test_mixing_named_and_unnamed_batches_is_refused(metric):
     metric.add_batch(chosen_scores=[1.0, 2.0], rejected_scores=[0.0, 0.0], subsets=["a", "b"])
-    with pytest.raises(ValueError, match=r"subsets missing for pairs 2 to 3: the 2 pairs added before have subset names"):
+    with pytest.raises(
+        ValueError, match=r"subsets missing for pairs 2 to 3: the 2 pairs added before have subset names"
+    ):
         metric.add_batch(chosen_scores=[1.0, 2.0], rejected_scores=[0.0, 0.0])
     with pytest.raises(ValueError, match=r"subsets were given twice"):
         metric.compute(subsets=["a", "b"])

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from personalized_rewardbench.distributed import single_launch_notice
 from tiny_models import build_tiny_reward_model
+
+from personalized_rewardbench.runs.distributed import single_launch_notice
 
 pytest.importorskip("accelerate")
 
@@ -59,9 +59,17 @@ def test_two_processes_write_what_one_process_writes(tmp_path):
         _accelerate(), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
         "--dynamo_backend", "no", "--main_process_port", str(_free_port()),
     ]  # fmt: skip
-    multi = subprocess.run([*launch, *evaluate, "--output", str(tmp_path / "two")], env=env, capture_output=True, text=True, timeout=240)
+    multi = subprocess.run(
+        [*launch, *evaluate, "--output", str(tmp_path / "two")], env=env, capture_output=True, text=True, timeout=240
+    )
     assert multi.returncode == 0, multi.stderr[-3000:]
-    single = subprocess.run([sys.executable, *evaluate, "--output", str(tmp_path / "one")], env=env, capture_output=True, text=True, timeout=240)
+    single = subprocess.run(
+        [sys.executable, *evaluate, "--output", str(tmp_path / "one")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert single.returncode == 0, single.stderr[-3000:]
 
     one, two = _run_dir(tmp_path / "one"), _run_dir(tmp_path / "two")
@@ -79,9 +87,26 @@ def test_two_processes_write_what_one_process_writes(tmp_path):
 
 
 def test_a_launch_that_started_one_process_is_noticed(tmp_path):
-    env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home"), "HF_HUB_OFFLINE": "1", "PRBENCH_CACHE": str(tmp_path / "cache")}
+    env = {
+        **os.environ,
+        "HF_HOME": str(tmp_path / "hf-home"),
+        "HF_HUB_OFFLINE": "1",
+        "PRBENCH_CACHE": str(tmp_path / "cache"),
+    }
     env.pop("WORLD_SIZE", None)
-    launch = [_accelerate(), "launch", "--cpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+    launch = [
+        _accelerate(),
+        "launch",
+        "--cpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+    ]
     done = subprocess.run(
         [*launch, "--main_process_port", str(_free_port()), "-m", "personalized_rewardbench", "evaluate", "--model", "baseline:length",
          "--data", "sample", "--limit", "1", "--output", str(tmp_path / "out"), "--no-progress"],

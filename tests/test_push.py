@@ -16,10 +16,10 @@ import huggingface_hub
 import pytest
 from huggingface_hub import constants
 from huggingface_hub.utils import _http
-
 from local_hub import INITIAL_GITATTRIBUTES, LocalHub
+
 from personalized_rewardbench.cli import main
-from personalized_rewardbench.release_push import plan_push
+from personalized_rewardbench.release.push import plan_push
 
 REPO = "me/prb"
 WRITES = {"validate_yaml", "preupload", "commit", "tag"}
@@ -28,7 +28,9 @@ WRITES = {"validate_yaml", "preupload", "commit", "tag"}
 @pytest.fixture(scope="module")
 def release(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("push") / "prb-sample"
-    assert main(["release", "build", "--source", "sample", "--version", "0.1.0", "--out", str(out), "--repo", REPO]) == 0
+    assert (
+        main(["release", "build", "--source", "sample", "--version", "0.1.0", "--out", str(out), "--repo", REPO]) == 0
+    )
     return out
 
 

@@ -9,19 +9,22 @@ from pathlib import Path
 import datasets
 import pyarrow.parquet as pq
 import pytest
+from row_factory import make_row, write_upstream_folder
 
 from personalized_rewardbench.cli import main
-from personalized_rewardbench.dataset_card import read_front_matter
-from personalized_rewardbench.release_build import RELEASE_SCRIPT_NAME, load_builder_module
-from personalized_rewardbench.schema import FEATURES, FEATURES_WITH_SUBSET, SUBSETS
-from personalized_rewardbench.sources import load_source
-from row_factory import make_row, write_upstream_folder
+from personalized_rewardbench.data.schema import FEATURES, FEATURES_WITH_SUBSET, SUBSETS
+from personalized_rewardbench.data.sources import load_source
+from personalized_rewardbench.release.build import RELEASE_SCRIPT_NAME, load_builder_module
+from personalized_rewardbench.release.card import read_front_matter
 
 
 @pytest.fixture(scope="module")
 def sample_release(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("rel") / "prb-sample"
-    assert main(["release", "build", "--source", "sample", "--version", "0.1.0", "--out", str(out), "--repo", "me/prb"]) == 0
+    assert (
+        main(["release", "build", "--source", "sample", "--version", "0.1.0", "--out", str(out), "--repo", "me/prb"])
+        == 0
+    )
     return out
 
 
@@ -46,9 +49,14 @@ def test_sample_release_loads_every_config_with_upstream_schema(sample_release):
 def test_builder_used_directly_yields_the_same_rows(sample_release, tmp_path):
     module = load_builder_module(sample_release / RELEASE_SCRIPT_NAME)
     for config in [*SUBSETS, "default"]:
-        builder = module.PersonalizedRewardBench(config_name=config, data_dir=str(sample_release), cache_dir=str(tmp_path))
+        builder = module.PersonalizedRewardBench(
+            config_name=config, data_dir=str(sample_release), cache_dir=str(tmp_path)
+        )
         builder.download_and_prepare()
-        assert builder.as_dataset(split="test").to_list() == _load(sample_release, None if config == "default" else config).to_list()
+        assert (
+            builder.as_dataset(split="test").to_list()
+            == _load(sample_release, None if config == "default" else config).to_list()
+        )
 
 
 def test_loading_script_features_equal_the_schema():
@@ -77,7 +85,10 @@ def test_card_front_matter_matches_the_written_data(sample_release):
         split = infos[subset]["splits"][0]
         assert split["num_examples"] == table.num_rows
         assert split["num_bytes"] == table.select(list(FEATURES)).nbytes
-        assert infos[subset]["download_size"] == (sample_release / "data" / subset / "test-00000-of-00001.parquet").stat().st_size
+        assert (
+            infos[subset]["download_size"]
+            == (sample_release / "data" / subset / "test-00000-of-00001.parquet").stat().st_size
+        )
     assert infos["default"]["splits"][0]["num_examples"] == sum(infos[s]["splits"][0]["num_examples"] for s in SUBSETS)
     assert [f["name"] for f in infos["default"]["features"]] == [*FEATURES, "subset"]
     card = (sample_release / "README.md").read_text()
@@ -122,12 +133,16 @@ def test_hub_source_resolves_through_the_hub_cache_offline(tmp_path, monkeypatch
     assert source.kind == "hub" and source.revision == commit
     assert source.rows == written
     out = tmp_path / "release"
-    assert main(["release", "build", "--source", "hub:someone/prb-mirror", "--version", "0.2.0", "--out", str(out)]) == 0
+    assert (
+        main(["release", "build", "--source", "hub:someone/prb-mirror", "--version", "0.2.0", "--out", str(out)]) == 0
+    )
     assert commit in (out / "README.md").read_text()
 
 
 def test_hub_source_missing_offline_is_one_line(tmp_path, capsys):
-    code = main(["release", "build", "--source", "hub:nobody/not-there", "--version", "0.1.0", "--out", str(tmp_path / "x")])
+    code = main(
+        ["release", "build", "--source", "hub:nobody/not-there", "--version", "0.1.0", "--out", str(tmp_path / "x")]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err and "hub:nobody/not-there" in err
     assert not (tmp_path / "x").exists()
@@ -147,10 +162,16 @@ def _broken(tmp_path: Path, mutate) -> Path:
     [
         (lambda rows: rows[1].pop("chosen"), "row 1_0_1: field 'chosen': missing"),
         (lambda rows: rows[2].update(question="   "), "row 1_0_2: field 'question': is empty"),
-        (lambda rows: rows[0].update(rejected=rows[0]["chosen"]), "row 1_0_0: field 'rejected': is identical to 'chosen'"),
+        (
+            lambda rows: rows[0].update(rejected=rows[0]["chosen"]),
+            "row 1_0_0: field 'rejected': is identical to 'chosen'",
+        ),
         (lambda rows: rows[2].update(id="1_0_0"), "row 1_0_0: field 'id': duplicate of row #0"),
         (lambda rows: rows[1]["profile"][0].pop("text"), "row 1_0_1: field 'profile[0].text': missing"),
-        (lambda rows: rows[1].update(rubric_aspects=[]), "row 1_0_1: field 'rubric_aspects': needs at least one aspect"),
+        (
+            lambda rows: rows[1].update(rubric_aspects=[]),
+            "row 1_0_1: field 'rubric_aspects': needs at least one aspect",
+        ),
         (lambda rows: rows[0].update(narrative=7), "row 1_0_0: field 'narrative': expected a string, got int"),
         (lambda rows: rows[1].update(id=""), "row #1: field 'id': is empty"),
     ],
@@ -171,7 +192,10 @@ def test_unreadable_jsonl_names_the_line(tmp_path, capsys):
     write_upstream_folder(tmp_path / "up", per_subset=2, fmt="jsonl")
     path = tmp_path / "up" / SUBSETS[0] / "test-00000-of-00001.jsonl"
     path.write_text(path.read_text() + "{not json\n")
-    assert main(["release", "build", "--source", str(tmp_path / "up"), "--version", "0.1.0", "--out", str(tmp_path / "r")]) == 2
+    assert (
+        main(["release", "build", "--source", str(tmp_path / "up"), "--version", "0.1.0", "--out", str(tmp_path / "r")])
+        == 2
+    )
     assert f"{path}: line 3: not valid JSON" in capsys.readouterr().err
 
 
@@ -205,7 +229,9 @@ def test_bad_version_is_refused(tmp_path, capsys, version):
 
 def test_push_dry_run_prints_the_plan_and_touches_nothing(sample_release, capsys):
     before = sorted((p.relative_to(sample_release), p.stat().st_mtime_ns) for p in sample_release.rglob("*"))
-    assert main(["release", "push", "--dir", str(sample_release), "--repo", "me/prb", "--tag", "v0.1.0", "--dry-run"]) == 0
+    assert (
+        main(["release", "push", "--dir", str(sample_release), "--repo", "me/prb", "--tag", "v0.1.0", "--dry-run"]) == 0
+    )
     out = capsys.readouterr().out
     assert "me/prb" in out and "v0.1.0" in out and "dry run" in out
     parquet = sample_release / "data" / SUBSETS[0] / "test-00000-of-00001.parquet"
@@ -224,13 +250,16 @@ def test_push_checks_tag_and_token_before_any_network(sample_release, capsys, mo
 
 
 def test_made_up_row_is_valid():
-    from personalized_rewardbench.schema import validate_rows
+    from personalized_rewardbench.data.schema import validate_rows
 
     assert validate_rows([make_row(0, 1)], "x")[0]["id"] == "0_0_1"
 
 
 def test_push_refuses_a_repo_the_card_was_not_built_for(sample_release, capsys):
-    assert main(["release", "push", "--dir", str(sample_release), "--repo", "other/prb", "--tag", "v0.1.0", "--dry-run"]) == 2
+    assert (
+        main(["release", "push", "--dir", str(sample_release), "--repo", "other/prb", "--tag", "v0.1.0", "--dry-run"])
+        == 2
+    )
     assert "was built for me/prb" in capsys.readouterr().err
 
 
@@ -252,7 +281,10 @@ def test_force_never_replaces_a_folder_it_did_not_write(tmp_path, capsys, monkey
 def test_release_needs_every_subset(tmp_path, capsys):
     write_upstream_folder(tmp_path / "up", per_subset=2)
     shutil.rmtree(tmp_path / "up" / SUBSETS[2])
-    assert main(["release", "build", "--source", str(tmp_path / "up"), "--version", "0.1.0", "--out", str(tmp_path / "r")]) == 2
+    assert (
+        main(["release", "build", "--source", str(tmp_path / "up"), "--version", "0.1.0", "--out", str(tmp_path / "r")])
+        == 2
+    )
     assert f"lacks {SUBSETS[2]}" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
 
@@ -262,8 +294,14 @@ def test_ids_must_be_unique_across_subsets_and_files_not_empty(tmp_path, capsys)
     clash = dict(written[SUBSETS[1]][0], id=written[SUBSETS[0]][0]["id"])
     path = tmp_path / "up" / SUBSETS[1] / "test-00000-of-00001.jsonl"
     path.write_text(json.dumps(clash) + "\n" + json.dumps(written[SUBSETS[1]][1]) + "\n")
-    assert main(["release", "build", "--source", str(tmp_path / "up"), "--version", "0.1.0", "--out", str(tmp_path / "r")]) == 2
+    assert (
+        main(["release", "build", "--source", str(tmp_path / "up"), "--version", "0.1.0", "--out", str(tmp_path / "r")])
+        == 2
+    )
     assert f"row 0_0_0: field 'id': in both {SUBSETS[0]} and {SUBSETS[1]}" in capsys.readouterr().err
     path.write_text("")
-    assert main(["release", "build", "--source", str(tmp_path / "up"), "--version", "0.1.0", "--out", str(tmp_path / "r")]) == 2
+    assert (
+        main(["release", "build", "--source", str(tmp_path / "up"), "--version", "0.1.0", "--out", str(tmp_path / "r")])
+        == 2
+    )
     assert f"{path}: holds no rows" in capsys.readouterr().err

@@ -17,23 +17,31 @@ import pytest
 import yaml
 from gradio_client import Client
 from gradio_client.exceptions import AppError
-
-from personalized_rewardbench import engine
-from personalized_rewardbench.allowlist import load_allowlist
-from personalized_rewardbench.engine import identity_digest, prepare_items, run_evaluation
-from personalized_rewardbench.errors import UserError
-from personalized_rewardbench.gpu_budget import estimate_gpu_seconds
-from personalized_rewardbench.leaderboard import leaderboard_rows, print_leaderboard, write_chart
-from personalized_rewardbench.results import BENCHMARK
-from personalized_rewardbench.schema import SUBSETS
-from personalized_rewardbench.scorer_cache import scorer_config
-from personalized_rewardbench.space_board import chart_frame, leaderboard_tables
-from personalized_rewardbench.space_logic import SpaceContext, SpaceSettings
-from personalized_rewardbench.space_pairs import stored_scores_frame
-from personalized_rewardbench.space_store import ResultsStore
-from personalized_rewardbench.space_views import margin_frame, orders_right, subset_frame, summary_markdown, try_markdown, verdict_text, worst_pairs_frame
 from space_server import APP, REPO, cli_results, running_space
 from tiny_models import build_tiny_causal_lm, build_tiny_reward_model
+
+from personalized_rewardbench.data.schema import SUBSETS
+from personalized_rewardbench.errors import UserError
+from personalized_rewardbench.runs import engine
+from personalized_rewardbench.runs.engine import identity_digest, prepare_items, run_evaluation
+from personalized_rewardbench.runs.leaderboard import leaderboard_rows, print_leaderboard, write_chart
+from personalized_rewardbench.runs.results import BENCHMARK
+from personalized_rewardbench.space.allowlist import load_allowlist
+from personalized_rewardbench.space.board import chart_frame, leaderboard_tables
+from personalized_rewardbench.space.context import SpaceContext, SpaceSettings
+from personalized_rewardbench.space.gpu_budget import estimate_gpu_seconds
+from personalized_rewardbench.space.pairs import stored_scores_frame
+from personalized_rewardbench.space.scorer_cache import scorer_config
+from personalized_rewardbench.space.store import ResultsStore
+from personalized_rewardbench.space.views import (
+    margin_frame,
+    orders_right,
+    subset_frame,
+    summary_markdown,
+    try_markdown,
+    verdict_text,
+    worst_pairs_frame,
+)
 
 SPACE_DIR = REPO / "space"
 SECRET = "hf_thisIsAFakeTokenForTheLeakTest"
@@ -85,7 +93,9 @@ def test_identical_run_is_served_from_the_store(space):
 
 def test_leaderboard_lists_runs_and_keeps_demo_runs_apart(space):
     _evaluate(space["client"], "baseline:length", 0)
-    benchmark, partial, demo, chart = space["client"].predict("all", "all", "demo-sample runs", "overall", api_name="/leaderboard")
+    benchmark, partial, demo, chart = space["client"].predict(
+        "all", "all", "demo-sample runs", "overall", api_name="/leaderboard"
+    )
     assert benchmark["data"] == [] and partial["data"] == []  # the sample is never ranked as benchmark data
     models = {row[0] for row in demo["data"]}
     assert "baseline:length" in models
@@ -94,18 +104,29 @@ def test_leaderboard_lists_runs_and_keeps_demo_runs_apart(space):
     assert [f"baseline:length | k=0 | first {LIMIT} per subset", row[6], "baseline"] in chart["data"]
     benchmark_chart = space["client"].predict("all", "all", "benchmark runs", "overall", api_name="/leaderboard")[3]
     assert benchmark_chart["data"] == []  # one section per chart: demo bars never sit among benchmark bars
-    only_classifiers = space["client"].predict("classifier", "all", "demo-sample runs", "overall", api_name="/leaderboard")[2]
+    only_classifiers = space["client"].predict(
+        "classifier", "all", "demo-sample runs", "overall", api_name="/leaderboard"
+    )[2]
     assert all(r[1] == "classifier" for r in only_classifiers["data"])
 
 
 def test_try_your_own_returns_two_scores(space):
     question = "Which sci-fi novel should I read next?"
     _summary, result = space["client"].predict(
-        space["tiny"], question, "I loved Solaris.\nI read on the train.", "Try Roadside Picnic.", "Read Dune.", api_name="/try"
+        space["tiny"],
+        question,
+        "I loved Solaris.\nI read on the train.",
+        "Try Roadside Picnic.",
+        "Read Dune.",
+        api_name="/try",
     )
     assert isinstance(result["score_a"], float) and isinstance(result["score_b"], float)
-    assert result["preferred"] == ("A" if result["score_a"] > result["score_b"] else "B" if result["score_b"] > result["score_a"] else "tie")
-    summary, result = space["client"].predict("baseline:length", question, "", "short", "a longer answer", api_name="/try")
+    assert result["preferred"] == (
+        "A" if result["score_a"] > result["score_b"] else "B" if result["score_b"] > result["score_a"] else "tie"
+    )
+    summary, result = space["client"].predict(
+        "baseline:length", question, "", "short", "a longer answer", api_name="/try"
+    )
     assert (result["score_a"], result["score_b"], result["preferred"]) == (5.0, 15.0, "B")
     assert "prefers answer **B**" in summary
 
@@ -113,7 +134,9 @@ def test_try_your_own_returns_two_scores(space):
 def test_pair_view_shows_key_to_humans_and_stored_scores(space):
     _evaluate(space["client"], "baseline:length", 0)
     model_view, answer_key, chosen, rejected, scores = space["client"].predict("0_0_0", 2, api_name="/pair")
-    sample = json.loads((REPO / "personalized_rewardbench/sample/Art_and_Entertainment.jsonl").read_text().splitlines()[0])
+    sample = json.loads(
+        (REPO / "personalized_rewardbench/data/sample/Art_and_Entertainment.jsonl").read_text().splitlines()[0]
+    )
     assert sample["question"] in model_view and "Post 2 (Category:" in model_view and "Post 3" not in model_view
     assert sample["narrative"] not in model_view and sample["narrative"] in answer_key
     assert (chosen, rejected) == (sample["chosen"], sample["rejected"])
@@ -140,7 +163,9 @@ def test_refusals_reach_the_visitor_as_one_line(space):
 def test_an_engine_error_reaches_the_visitor_without_server_paths(space):
     client = space["client"]
     client.predict("baseline:random", list(SUBSETS), 1, 0, api_name="/evaluate")
-    (run_json,) = [p for p in (space["root"] / "results").rglob("run.json") if "limit1" in p.parent.name and "random" in str(p)]
+    (run_json,) = [
+        p for p in (space["root"] / "results").rglob("run.json") if "limit1" in p.parent.name and "random" in str(p)
+    ]
     identity = json.loads(run_json.read_text())
     run_json.write_text(json.dumps({**identity, "model_revision": "tampered"}))  # the folder now holds "another" run
     (run_json.parent / "results.json").unlink()
@@ -148,9 +173,16 @@ def test_an_engine_error_reaches_the_visitor_without_server_paths(space):
         client.predict("baseline:random", list(SUBSETS), 1, 0, api_name="/evaluate")
     message = str(refused.value)
     assert "the run could not be completed" in message and "different model_revision" in message
-    assert str(space["root"]) not in message and "/results" not in message and "--output" not in message and "delete" not in message
+    assert (
+        str(space["root"]) not in message
+        and "/results" not in message
+        and "--output" not in message
+        and "delete" not in message
+    )
     assert "\n" not in message.strip() and "Traceback" not in message
-    assert str(run_json.parent) in (space["root"] / "space.log").read_text()  # the maintainer still gets the whole story
+    assert (
+        str(run_json.parent) in (space["root"] / "space.log").read_text()
+    )  # the maintainer still gets the whole story
 
 
 def test_no_secret_or_traceback_reaches_pages_or_log(space):
@@ -217,18 +249,26 @@ def test_gpu_estimate_grows_with_pairs_and_size_and_refuses_big_runs(tmp_path):
         space.runs.plan("Org/Big-RM", list(SUBSETS), 50, 0)
     with pytest.raises(UserError, match=r"profile-k must be a whole number from 0 to 10, got 1.5"):
         space.runs.plan("Org/Big-RM", list(SUBSETS), 2, 1.5)
-    with pytest.raises(UserError, match=r"needs about \d+ s of GPU time, over this Space's limit of 36 s per run; ask for at most \d+ pairs") as refused:
+    with pytest.raises(
+        UserError,
+        match=r"needs about \d+ s of GPU time, over this Space's limit of 36 s per run; ask for at most \d+ pairs",
+    ) as refused:
         space.runs.plan("Org/Big-RM", list(SUBSETS), 8, 0)
     fitting = int(re.search(r"at most (\d+) pairs", str(refused.value)).group(1))
     assert 1 <= fitting < 8
-    pairs = lambda n: prepare_items(scorer_config(model, data="sample", limit=n, output=tmp_path / "r"), log=lambda _m: None).items  # noqa: E731
+    pairs = lambda n: (
+        prepare_items(scorer_config(model, data="sample", limit=n, output=tmp_path / "r"), log=lambda _m: None).items
+    )  # noqa: E731
     assert estimate_gpu_seconds(model, pairs(fitting)) <= 36 < estimate_gpu_seconds(model, pairs(fitting + 1))
 
 
 def test_a_model_over_the_gpu_limit_even_for_one_pair_is_refused_plainly(tmp_path):
     huge = {"id": "Org/Huge-RM", "type": "classifier", "size_b": 70.0, "max_length": 8192}
     space = _context(tmp_path, [huge], gpu_max_seconds=120.0)  # loading alone: about 10 + 70 * 3 = 220 s
-    for ask in (lambda: space.runs.plan("Org/Huge-RM", list(SUBSETS), 1, 0), lambda: space.tries.try_pair("Org/Huge-RM", "q?", "", "a", "b")):
+    for ask in (
+        lambda: space.runs.plan("Org/Huge-RM", list(SUBSETS), 1, 0),
+        lambda: space.tries.try_pair("Org/Huge-RM", "q?", "", "a", "b"),
+    ):
         with pytest.raises(UserError) as refused:
             ask()
         message = str(refused.value)
@@ -237,7 +277,7 @@ def test_a_model_over_the_gpu_limit_even_for_one_pair_is_refused_plainly(tmp_pat
 
 
 class _FakeScheduler:
-    instances: list["_FakeScheduler"] = []
+    instances: list[_FakeScheduler] = []
 
     def __init__(self, **kwargs):
         self.kwargs, self.triggers = kwargs, 0
@@ -252,15 +292,31 @@ class _FakeScheduler:
         return future
 
 
-def _fake_results(folder: Path, model: str, accuracy: float, limit: int | None = None, subsets=SUBSETS, demo: bool = False) -> None:
+def _fake_results(
+    folder: Path, model: str, accuracy: float, limit: int | None = None, subsets=SUBSETS, demo: bool = False
+) -> None:
     """A results.json as the engine writes it (only the fields the leaderboard reads)."""
     run = folder / model / f"run-{limit}-{len(subsets)}-{demo}"
     run.mkdir(parents=True)
     payload = {
-        "benchmark": BENCHMARK, "model": model, "model_type": "classifier", "dataset": "/srv/private/data",
-        "dataset_revision": "abc", "demo_sample": demo, "accuracy": accuracy, "ci95": [accuracy - 0.1, accuracy + 0.05],
-        "macro_accuracy": accuracy, "num_pairs": 10, "created_at": "2026-01-01T00:00:00+00:00",
-        "protocol": {"profile_k": 0, "retriever": "none", "subsets": sorted(subsets), "limit": limit, "template": "default"},
+        "benchmark": BENCHMARK,
+        "model": model,
+        "model_type": "classifier",
+        "dataset": "/srv/private/data",
+        "dataset_revision": "abc",
+        "demo_sample": demo,
+        "accuracy": accuracy,
+        "ci95": [accuracy - 0.1, accuracy + 0.05],
+        "macro_accuracy": accuracy,
+        "num_pairs": 10,
+        "created_at": "2026-01-01T00:00:00+00:00",
+        "protocol": {
+            "profile_k": 0,
+            "retriever": "none",
+            "subsets": sorted(subsets),
+            "limit": limit,
+            "template": "default",
+        },
         "per_subset": {name: {"accuracy": accuracy} for name in subsets},
     }
     (run / "results.json").write_text(json.dumps(payload))
@@ -275,7 +331,11 @@ def test_partial_runs_are_never_ranked_with_full_runs(tmp_path, capsys):
     _fake_results(folder, "demo", 0.99, limit=2, demo=True)
     rows = leaderboard_rows(folder)
     assert [(r["model"], r["section"]) for r in rows] == [
-        ("full-high", "benchmark"), ("full-low", "benchmark"), ("one-subset", "partial"), ("limited", "partial"), ("demo", "demo")
+        ("full-high", "benchmark"),
+        ("full-low", "benchmark"),
+        ("one-subset", "partial"),
+        ("limited", "partial"),
+        ("demo", "demo"),
     ]
     assert [r["coverage"] for r in rows] == ["full", "full", "Art", "first 5 per subset", "first 2 per subset"]
     print_leaderboard(rows)
@@ -287,7 +347,9 @@ def test_partial_runs_are_never_ranked_with_full_runs(tmp_path, capsys):
         "-- demo-sample runs (not benchmark results) --",
     ]
     assert out[titles[0] + 1].split()[:2] == ["1", "full-high"] and out[titles[0] + 2].split()[:2] == ["2", "full-low"]
-    assert out[titles[1] + 1].split()[0] == "one-subset" and out[titles[2] + 1].split()[0] == "demo"  # no rank outside the benchmark
+    assert (
+        out[titles[1] + 1].split()[0] == "one-subset" and out[titles[2] + 1].split()[0] == "demo"
+    )  # no rank outside the benchmark
     assert write_chart(rows, folder / "board.png").read_bytes()[:4] == b"\x89PNG"
 
     benchmark, partial, demo = leaderboard_tables(folder)
@@ -295,7 +357,10 @@ def test_partial_runs_are_never_ranked_with_full_runs(tmp_path, capsys):
     assert list(partial["model"]) == ["one-subset", "limited"] and list(demo["model"]) == ["demo"]
     assert set(benchmark["data"]) == {"local folder data@abc"}  # no server path on the page
     assert list(chart_frame(folder, chart_section="benchmark runs")["run"]) == ["full-high | k=0", "full-low | k=0"]
-    assert list(chart_frame(folder, chart_section="partial runs")["run"]) == ["one-subset | k=0 | Art", "limited | k=0 | first 5 per subset"]
+    assert list(chart_frame(folder, chart_section="partial runs")["run"]) == [
+        "one-subset | k=0 | Art",
+        "limited | k=0 | first 5 per subset",
+    ]
     assert list(chart_frame(folder, chart_section="demo-sample runs")["run"]) == ["demo | k=0 | first 2 per subset"]
 
 
@@ -309,7 +374,9 @@ def test_partial_runs_are_never_ranked_with_full_runs(tmp_path, capsys):
 def test_a_configuration_error_ends_start_up_in_one_line(tmp_path, env, message):
     import os
 
-    started = subprocess.run([sys.executable, str(APP)], cwd=tmp_path, env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+    started = subprocess.run(
+        [sys.executable, str(APP)], cwd=tmp_path, env={**os.environ, **env}, capture_output=True, text=True, timeout=120
+    )
     assert started.returncode == 2
     err = started.stderr.strip()
     assert "Traceback" not in started.stderr and "\n" not in err, started.stderr
@@ -321,7 +388,9 @@ def test_results_store_commits_finished_runs_before_reporting(tmp_path, monkeypa
 
     restored = []
     monkeypatch.setattr(huggingface_hub, "CommitScheduler", _FakeScheduler)
-    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda repo, **kw: restored.append((repo, kw["local_dir"])))
+    monkeypatch.setattr(
+        huggingface_hub, "snapshot_download", lambda repo, **kw: restored.append((repo, kw["local_dir"]))
+    )
     assert ResultsStore(tmp_path / "local").start() == [] and ResultsStore(tmp_path / "local").persist() is None
     assert "no token" in ResultsStore(tmp_path / "r", "me/results").start()[0]
     store = ResultsStore(tmp_path / "hub", "me/results", token=SECRET)
@@ -354,7 +423,14 @@ def test_stored_model_run_is_served_without_the_gpu(tmp_path, monkeypatch):
     assert run_dir.name.endswith("-" + identity_digest(json.loads((run_dir / "run.json").read_text())))
     assert first["results"]["protocol"]["max_length"] == 1000  # the allowlist's cap is applied and recorded
     assert space.scorers.loads == 1  # loaded once, reused for the lookup and the run
-    result = space.tries.try_pair(str(tiny), "q?", "", "yes", "no", gpu_runner=lambda model_id, item, seconds: space.tries.score_item(model_id, item))
+    result = space.tries.try_pair(
+        str(tiny),
+        "q?",
+        "",
+        "yes",
+        "no",
+        gpu_runner=lambda model_id, item, seconds: space.tries.score_item(model_id, item),
+    )
     assert space.scorers.loads == 1 and result["preferred"] in ("A", "B", "tie")
 
 
@@ -375,16 +451,20 @@ def test_the_gpu_function_only_scores_items_prepared_outside_it(tmp_path, monkey
         monkeypatch.setattr(engine, "make_retriever", forbidden)
         return space.runs.execute(config, model_id, prepared)
 
-    monkeypatch.setattr("personalized_rewardbench.space_data.load_source", forbidden)
-    monkeypatch.setattr("personalized_rewardbench.space_data.make_retriever", forbidden)
+    monkeypatch.setattr("personalized_rewardbench.space.data.load_source", forbidden)
+    monkeypatch.setattr("personalized_rewardbench.space.data.make_retriever", forbidden)
     plan, payload = space.runs.evaluate(str(tiny), list(SUBSETS), 2, 1, gpu_runner=gpu_runner)
     (prepared,) = received
     assert prepared.source.rows == {} and [item.id for item in prepared.items] == [item.id for item in plan.data.items]
-    assert payload["results"]["protocol"]["retriever"] == "minilm" and payload["results"]["num_pairs"] == 2 * len(SUBSETS)
+    assert payload["results"]["protocol"]["retriever"] == "minilm" and payload["results"]["num_pairs"] == 2 * len(
+        SUBSETS
+    )
     monkeypatch.undo()
     # the same run through the CLI path (the engine loads the data itself) gives the same records
     cli_outcome = run_evaluation(replace(plan.config, output=tmp_path / "cli"), log=lambda _m: None)
-    assert [(r["id"], r["chosen_score"]) for r in cli_outcome.records] == [(r["id"], r["chosen_score"]) for r in payload["records"]]
+    assert [(r["id"], r["chosen_score"]) for r in cli_outcome.records] == [
+        (r["id"], r["chosen_score"]) for r in payload["records"]
+    ]
 
 
 def test_refresh_pulls_new_runs_from_the_results_repo_at_most_once_per_interval(tmp_path, monkeypatch):
@@ -445,7 +525,10 @@ def test_pairwise_judge_views_show_both_verdicts(tmp_path, monkeypatch):
     assert len(worst) == len(wrong) and "margin" not in worst.columns
     for _, row in worst.iterrows():
         record = next(r for r in records if r["id"] == row["id"])
-        assert row["chosen shown first"] == verdict_text(record, "first") and row["orders right"] == f"{orders_right(record)} of 2"
+        assert (
+            row["chosen shown first"] == verdict_text(record, "first")
+            and row["orders right"] == f"{orders_right(record)} of 2"
+        )
 
     first = records[0]
     stored = stored_scores_frame(space.results_dir, space.source(), first["id"])

@@ -9,15 +9,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from space_server import REPO, cli_results, running_space
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = REPO / "test-artifacts" / "space-browser"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 TIMEOUT_MS = 90_000
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} not found: install Debian's chromium (apt-get install -y chromium)")
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason=f"{CHROMIUM} not found: install Debian's chromium (apt-get install -y chromium)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +83,9 @@ def test_a_run_started_in_the_page_reaches_the_leaderboard(page):
     tab.get_by_role("tab", name="Leaderboard").click()
     tab.locator(_row_selector("demo-leaderboard"), has_text="baseline:random").wait_for()
     rows = _rows(tab, "demo-leaderboard")
-    assert len(rows) == 2 and any(row.startswith("baseline:random baseline k=0") and " 24 " in row and "first 8 per subset" in row for row in rows)
+    assert len(rows) == 2 and any(
+        row.startswith("baseline:random baseline k=0") and " 24 " in row and "first 8 per subset" in row for row in rows
+    )
     tab.screenshot(path=str(ARTIFACTS / "leaderboard-after-run.png"), full_page=True)
 
     tab.get_by_role("tab", name="Explore pairs").click()

@@ -14,12 +14,12 @@ def test_space_bundle_is_self_contained(tmp_path, capsys):
     assert main(["space", "build", "--out", str(out)]) == 0
     for name in ("app.py", "README.md", "requirements.txt", "models.yaml"):
         assert (out / name).is_file()
-    assert (out / "personalized_rewardbench" / "engine.py").is_file()
+    assert (out / "personalized_rewardbench" / "runs" / "engine.py").is_file()
     assert (out / "metric" / "personalized_accuracy" / "personalized_accuracy.py").is_file()
     assert not list(out.rglob("__pycache__"))
     probe = (
         "import json, sys; sys.path.insert(0, '.');"
-        "import personalized_rewardbench as p; from personalized_rewardbench.accuracy import metric_dir, pointwise_accuracy;"
+        "import personalized_rewardbench as p; from personalized_rewardbench.accuracy import pointwise_accuracy; from personalized_rewardbench.resources import metric_dir;"
         "r = pointwise_accuracy([2.0, 1.0, 0.0], [1.0, 1.0, 3.0]);"
         "print(json.dumps([p.__file__, str(metric_dir()), r['accuracy'], r['num_ties']]))"
     )

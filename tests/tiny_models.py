@@ -1,6 +1,6 @@
-"""Tiny offline models for the tests (see personalized_rewardbench.offline_models)."""
+"""Tiny offline models for the tests (see personalized_rewardbench.testing.tiny_models)."""
 
-from personalized_rewardbench.offline_models import (  # noqa: F401
+from personalized_rewardbench.testing.tiny_models import (  # noqa: F401
     CHAT_TEMPLATE,
     build_tiny_causal_lm,
     build_tiny_reward_model,

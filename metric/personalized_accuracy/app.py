@@ -7,14 +7,14 @@ module next to this file (loaded with `evaluate.load`), so the demo shows exactl
 import re
 import threading
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import evaluate
 import gradio as gr
 
 _SCRIPT = Path(__file__).resolve().parent / "personalized_accuracy.py"
 _LOCK = threading.Lock()  # one compute at a time per metric instance
-_METRICS: Dict[str, Any] = {}
+_METRICS: dict[str, Any] = {}
 
 
 def _metric(config_name: str):
@@ -24,12 +24,12 @@ def _metric(config_name: str):
     return _METRICS[config_name]
 
 
-def _tokens(text: Optional[str]) -> List[str]:
+def _tokens(text: str | None) -> list[str]:
     """Split on commas and newlines; blank items are dropped."""
     return [t.strip() for t in re.split(r"[,\r\n]+", text or "") if t.strip()]
 
 
-def _numbers(text: Optional[str], label: str, parse) -> List:
+def _numbers(text: str | None, label: str, parse) -> list:
     values = []
     for i, token in enumerate(_tokens(text)):
         try:
@@ -39,12 +39,12 @@ def _numbers(text: Optional[str], label: str, parse) -> List:
     return values
 
 
-def _subsets(text: Optional[str]) -> Optional[List[str]]:
+def _subsets(text: str | None) -> list[str] | None:
     names = _tokens(text)
     return names or None
 
 
-def _compute(config_name: str, **inputs) -> Dict[str, Any]:
+def _compute(config_name: str, **inputs) -> dict[str, Any]:
     try:
         with _LOCK:
             return _metric(config_name).compute(**inputs)
@@ -52,7 +52,7 @@ def _compute(config_name: str, **inputs) -> Dict[str, Any]:
         raise gr.Error(str(err)) from None
 
 
-def score_text(chosen_text: str, rejected_text: str, subsets_text: str = "") -> Dict[str, Any]:
+def score_text(chosen_text: str, rejected_text: str, subsets_text: str = "") -> dict[str, Any]:
     """Pointwise scores, comma or newline separated -> the metric's result dict."""
     return _compute(
         "default",
@@ -67,7 +67,7 @@ def _verdict(token: str):
     return int(value) if value.is_integer() else value
 
 
-def judge_text(predictions_text: str, subsets_text: str = "") -> Dict[str, Any]:
+def judge_text(predictions_text: str, subsets_text: str = "") -> dict[str, Any]:
     """Pairwise judge verdicts (1 / 0 / -1), comma or newline separated -> the metric's result dict."""
     return _compute(
         "pairwise",
@@ -88,16 +88,22 @@ with gr.Blocks(title="Personalized Accuracy") as demo:
         with gr.Row():
             chosen_box = gr.Textbox(label="chosen scores", lines=6, placeholder="2.5, 0.25, 1.0, -0.5, 3.0")
             rejected_box = gr.Textbox(label="rejected scores", lines=6, placeholder="1.0, 0.75, 1.0, -2.0, 0.5")
-            subsets_box = gr.Textbox(label="subsets (optional)", lines=6, placeholder="Art, Society, Society, Art, Society")
+            subsets_box = gr.Textbox(
+                label="subsets (optional)", lines=6, placeholder="Art, Society, Society, Art, Society"
+            )
         score_button = gr.Button("Compute", variant="primary")
         score_output = gr.JSON(label="result")
         score_button.click(score_text, inputs=[chosen_box, rejected_box, subsets_box], outputs=score_output)
     with gr.Tab("Judge verdicts (pairwise)"):
         with gr.Row():
             verdict_box = gr.Textbox(
-                label="verdicts: 1 = chose chosen, 0 = chose rejected, -1 = no verdict", lines=6, placeholder="1, 0, 1, -1, 1"
+                label="verdicts: 1 = chose chosen, 0 = chose rejected, -1 = no verdict",
+                lines=6,
+                placeholder="1, 0, 1, -1, 1",
             )
-            judge_subsets_box = gr.Textbox(label="subsets (optional)", lines=6, placeholder="Art, Art, Society, Society, Society")
+            judge_subsets_box = gr.Textbox(
+                label="subsets (optional)", lines=6, placeholder="Art, Art, Society, Society, Society"
+            )
         judge_button = gr.Button("Compute", variant="primary")
         judge_output = gr.JSON(label="result")
         judge_button.click(judge_text, inputs=[verdict_box, judge_subsets_box], outputs=judge_output)

@@ -13,7 +13,8 @@ It depends on numpy, datasets and evaluate only, so it runs from the Hub on its 
 
 import math
 import numbers
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 import datasets
 import evaluate
@@ -148,7 +149,7 @@ def _show(value: Any) -> str:
     return f"{value!r} ({type(value).__name__})"
 
 
-def _as_flat(values: Any, name: str) -> Tuple[Sequence, np.ndarray]:
+def _as_flat(values: Any, name: str) -> tuple[Sequence, np.ndarray]:
     """Return (values as a sequence, values as a 1-d numpy array) or raise a ValueError."""
     if values is None:
         raise ValueError(f"{name} is missing: give one value per pair")
@@ -163,7 +164,7 @@ def _as_flat(values: Any, name: str) -> Tuple[Sequence, np.ndarray]:
     return values, array
 
 
-def _first_non_number(values: Sequence, array: np.ndarray) -> Optional[int]:
+def _first_non_number(values: Sequence, array: np.ndarray) -> int | None:
     """Position of the first element that is not a real number (bools excluded), else None."""
     if array.dtype.kind in "iuf":
         return None
@@ -201,7 +202,7 @@ def _check_predictions(values: Any, name: str = "predictions", offset: int = 0) 
     return as_float.astype(np.int64)
 
 
-def _check_lengths(first: Tuple[str, int], second: Tuple[str, int], offset: int = 0) -> None:
+def _check_lengths(first: tuple[str, int], second: tuple[str, int], offset: int = 0) -> None:
     (name_a, len_a), (name_b, len_b) = first, second
     if len_a == len_b:
         return
@@ -222,7 +223,7 @@ def _span(start: int, n: int) -> str:
     return f"pair {start}" if n == 1 else f"pairs {start} to {start + n - 1}"
 
 
-def _check_subsets(subsets: Any, num_pairs: int, offset: int = 0) -> List[str]:
+def _check_subsets(subsets: Any, num_pairs: int, offset: int = 0) -> list[str]:
     """Validate one non-empty subset name per pair; return them as a list of str."""
     if isinstance(subsets, (str, bytes, dict)) or not hasattr(subsets, "__len__"):
         raise ValueError(f"subsets must be a list with one subset name per pair, got {type(subsets).__name__}")
@@ -248,7 +249,7 @@ def _check_subsets(subsets: Any, num_pairs: int, offset: int = 0) -> List[str]:
 # --------------------------------------------------------------------------------------------------
 
 
-def wilson_interval(successes: int, n: int, z: float = Z_95) -> Tuple[float, float]:
+def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
     """Wilson score interval for a binomial proportion `successes / n` (95 % with the default z).
 
     center = (p + z^2 / 2n) / (1 + z^2 / n),  half = z / (1 + z^2 / n) * sqrt(p (1 - p) / n + z^2 / 4n^2)
@@ -274,12 +275,14 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> Tuple[float, flo
     return low, high
 
 
-def _summary(correct: np.ndarray, undecided: np.ndarray, undecided_key: str, margins: Optional[np.ndarray]) -> Dict[str, Any]:
+def _summary(
+    correct: np.ndarray, undecided: np.ndarray, undecided_key: str, margins: np.ndarray | None
+) -> dict[str, Any]:
     n = int(correct.size)
     num_correct = int(np.count_nonzero(correct))
     num_undecided = int(np.count_nonzero(undecided))
     low, high = wilson_interval(num_correct, n)
-    out: Dict[str, Any] = {
+    out: dict[str, Any] = {
         "accuracy": num_correct / n,
         "accuracy_ties_half": (num_correct + 0.5 * num_undecided) / n,
         "ci95_low": float(low),
@@ -294,28 +297,32 @@ def _summary(correct: np.ndarray, undecided: np.ndarray, undecided_key: str, mar
 
 
 def _with_subsets(
-    result: Dict[str, Any],
-    subsets: Optional[List[str]],
+    result: dict[str, Any],
+    subsets: list[str] | None,
     correct: np.ndarray,
     undecided: np.ndarray,
     undecided_key: str,
-    margins: Optional[np.ndarray],
-) -> Dict[str, Any]:
+    margins: np.ndarray | None,
+) -> dict[str, Any]:
     if subsets is None:
         return result
-    groups: Dict[str, List[int]] = {}
+    groups: dict[str, list[int]] = {}
     for i, name in enumerate(subsets):
         groups.setdefault(name, []).append(i)
     per_subset = {}
     for name in sorted(groups):
         idx = np.asarray(groups[name], dtype=np.int64)
-        per_subset[name] = _summary(correct[idx], undecided[idx], undecided_key, None if margins is None else margins[idx])
+        per_subset[name] = _summary(
+            correct[idx], undecided[idx], undecided_key, None if margins is None else margins[idx]
+        )
     result["macro_accuracy"] = math.fsum(sub["accuracy"] for sub in per_subset.values()) / len(per_subset)
     result["per_subset"] = per_subset
     return result
 
 
-def pointwise_accuracy(chosen_scores: Sequence[float], rejected_scores: Sequence[float], subsets: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+def pointwise_accuracy(
+    chosen_scores: Sequence[float], rejected_scores: Sequence[float], subsets: Sequence[str] | None = None
+) -> dict[str, Any]:
     """Accuracy of a scoring reward model: a pair is correct when chosen > rejected (a tie is wrong).
 
     >>> r = pointwise_accuracy([1.0, 0.0, 2.0], [0.0, 1.0, 2.0])
@@ -341,7 +348,7 @@ def pointwise_accuracy(chosen_scores: Sequence[float], rejected_scores: Sequence
     return _with_subsets(result, names, correct, ties, "num_ties", margins)
 
 
-def pairwise_accuracy(predictions: Sequence[int], subsets: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+def pairwise_accuracy(predictions: Sequence[int], subsets: Sequence[str] | None = None) -> dict[str, Any]:
     """Accuracy of a pairwise judge from verdicts 1 (chose chosen), 0 (chose rejected), -1 (no verdict).
 
     >>> r = pairwise_accuracy([1, 1, 0, -1])
@@ -391,21 +398,24 @@ class PersonalizedAccuracy(evaluate.Metric):
         )
 
     @property
-    def _columns(self) -> Tuple[str, ...]:
+    def _columns(self) -> tuple[str, ...]:
         return ("predictions",) if self.config_name == "pairwise" else ("chosen_scores", "rejected_scores")
 
-    def _reject_unknown(self, kwargs: Dict[str, Any], allowed: Sequence[str]) -> None:
+    def _reject_unknown(self, kwargs: dict[str, Any], allowed: Sequence[str]) -> None:
         unknown = sorted(k for k in kwargs if k not in allowed)
         if unknown:
             raise ValueError(
                 f"unknown argument(s) {', '.join(unknown)} for the {self.config_name!r} config: it takes "
-                f"{', '.join(allowed)}" + ("" if self.config_name == "pairwise" else "; judge verdicts go to the 'pairwise' config")
+                f"{', '.join(allowed)}"
+                + ("" if self.config_name == "pairwise" else "; judge verdicts go to the 'pairwise' config")
             )
 
-    def _validated_batch(self, batch: Dict[str, Any], offset: int) -> Dict[str, list]:
+    def _validated_batch(self, batch: dict[str, Any], offset: int) -> dict[str, list]:
         """Check one batch (positions reported relative to `offset`) and return plain lists."""
         if self.config_name == "pairwise":
-            out: Dict[str, list] = {"predictions": _check_predictions(batch["predictions"], "predictions", offset).tolist()}
+            out: dict[str, list] = {
+                "predictions": _check_predictions(batch["predictions"], "predictions", offset).tolist()
+            }
         else:
             chosen = _check_scores(batch["chosen_scores"], "chosen_scores", offset)
             rejected = _check_scores(batch["rejected_scores"], "rejected_scores", offset)
@@ -422,7 +432,9 @@ class PersonalizedAccuracy(evaluate.Metric):
         missing = [c for c in self._columns if kwargs.get(c) is None]
         if missing:
             verb = "is" if len(missing) == 1 else "are"
-            raise ValueError(f"{' and '.join(missing)} {verb} missing: give {' and '.join(self._columns)}, one value per pair")
+            raise ValueError(
+                f"{' and '.join(missing)} {verb} missing: give {' and '.join(self._columns)}, one value per pair"
+            )
         if self.writer is None:
             self._named_pairs = self._unnamed_pairs = 0
         offset = len(self)
@@ -448,14 +460,21 @@ class PersonalizedAccuracy(evaluate.Metric):
 
     def add(self, **kwargs):
         """Add one pair: chosen_score=, rejected_score= (or prediction=), optional subset=."""
-        singular = {"chosen_score": "chosen_scores", "rejected_score": "rejected_scores", "prediction": "predictions", "subset": "subsets"}
+        singular = {
+            "chosen_score": "chosen_scores",
+            "rejected_score": "rejected_scores",
+            "prediction": "predictions",
+            "subset": "subsets",
+        }
         allowed = tuple(k for k, v in singular.items() if v in self._columns + ("subsets",))
         self._reject_unknown({singular.get(k, k): v for k, v in kwargs.items()}, self._columns + ("subsets",))
         batch = {}
         for key, value in kwargs.items():
             plural = singular.get(key, key)
             if isinstance(value, (list, tuple, np.ndarray)):
-                raise ValueError(f"add() takes one pair ({', '.join(allowed)}), but {key} is a list: use add_batch for lists")
+                raise ValueError(
+                    f"add() takes one pair ({', '.join(allowed)}), but {key} is a list: use add_batch for lists"
+                )
             batch[plural] = None if value is None else [value]
         self.add_batch(**batch)
 
@@ -468,7 +487,9 @@ class PersonalizedAccuracy(evaluate.Metric):
         else:
             late_subsets = kwargs.get("subsets")
         if self.writer is None or (self.num_process == 1 and len(self) == 0):
-            raise ValueError(f"no pairs to score: pass {' and '.join(c + '=' for c in self._columns)} or call add_batch first")
+            raise ValueError(
+                f"no pairs to score: pass {' and '.join(c + '=' for c in self._columns)} or call add_batch first"
+            )
         if late_subsets is not None:
             if self._named_pairs:
                 raise ValueError(
@@ -478,7 +499,9 @@ class PersonalizedAccuracy(evaluate.Metric):
                 _check_subsets(late_subsets, len(self))
         return super().compute(subsets_at_compute=late_subsets)
 
-    def _compute(self, chosen_scores=None, rejected_scores=None, predictions=None, subsets=None, subsets_at_compute=None):
+    def _compute(
+        self, chosen_scores=None, rejected_scores=None, predictions=None, subsets=None, subsets_at_compute=None
+    ):
         subsets = _stored_subsets(subsets)
         if subsets_at_compute is not None:
             if subsets is not None:
@@ -489,7 +512,7 @@ class PersonalizedAccuracy(evaluate.Metric):
         return pointwise_accuracy(chosen_scores, rejected_scores, subsets)
 
 
-def _stored_subsets(column: Optional[Sequence[Optional[str]]]) -> Optional[List[str]]:
+def _stored_subsets(column: Sequence[str | None] | None) -> list[str] | None:
     """The stored subsets column: None when no pair has a name; an error when only some have one."""
     if column is None:
         return None

@@ -1,0 +1,38 @@
+"""Build the scorer a run asks for: a baseline, a classifier reward model, or an LLM judge."""
+
+from __future__ import annotations
+
+from personalized_rewardbench.errors import UserError
+from personalized_rewardbench.runs.config import RunConfig
+from personalized_rewardbench.scoring.base import Scorer
+from personalized_rewardbench.scoring.registry import resolve_spec
+
+MODEL_TYPES = ("auto", "classifier", "judge-pairwise", "judge-score")
+
+
+def make_scorer(config: RunConfig) -> Scorer:
+    """The scorer for `config.model` / `config.model_type`."""
+    if config.model.startswith("baseline:"):
+        from personalized_rewardbench.scoring.baselines import make_baseline
+
+        return make_baseline(config.model, config.seed)
+    spec = resolve_spec(config.model, trust_remote_code=config.trust_remote_code or None, max_length=config.max_length)
+    model_type = spec.model_type if config.model_type == "auto" else config.model_type
+    if model_type == "classifier":
+        from personalized_rewardbench.scoring.classifier import ClassifierScorer
+
+        return ClassifierScorer(
+            config.model,
+            spec,
+            revision=config.revision,
+            device=config.device,
+            dtype=config.dtype,
+            template=config.template,
+            batch_tokens=config.batch_tokens,
+            shared_prefix=config.shared_prefix,
+        )
+    if model_type in ("judge-pairwise", "judge-score"):
+        from personalized_rewardbench.scoring.judges import make_judge
+
+        return make_judge(config, spec, model_type)
+    raise UserError(f"unknown --model-type {config.model_type!r}: choose one of {', '.join(MODEL_TYPES)}")

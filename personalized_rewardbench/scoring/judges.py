@@ -1,0 +1,462 @@
+"""LLM judges as scorers: a pairwise judge (which answer fits this user?) and a 0-10 rating judge.
+
+``--model-type judge-pairwise``: every pair is judged in both orders, chosen shown as answer A and
+then as answer B (prompts in `judge_prompts.py`). Per order:
+
+- ``--judge-mode logits`` (default): one forward pass on the chat ending in the *forced prefix*, the
+  start of ``Result: A`` / ``Result: B`` common to both as this tokenizer writes them
+  (`verdicts.read_choices`); margin = log P(chosen's letter) - log P(rejected's letter), each letter
+  read along its own tokens after the prefix. Verdict 1 (chosen preferred) when margin > 0, 0 when
+  < 0, -1 (no verdict) on an exact tie.
+- ``--judge-mode generate``: greedy generation of at most ``--max-new-tokens``; the last
+  ``Result: X`` after removing ``<think>`` blocks is the verdict (`verdicts.parse_verdict`); none
+  found -> -1, never "A". The texts are kept in scores.jsonl (the last 2,000 characters).
+
+Record fields: ``verdict_chosen_first`` / ``verdict_chosen_second`` (1 / 0 / -1),
+``margin_chosen_first`` / ``margin_chosen_second`` (the margin in favour of chosen; null in generate
+mode), and ``chosen_score`` = mean over the two orders of the preference for chosen in [-1, 1]
+(logits: P(chosen) - P(rejected) renormalised over the two letters, i.e. tanh(margin / 2);
+generate: +1 / -1 / 0 for chosen / rejected / no verdict), ``rejected_score`` = -chosen_score.
+
+`judge_figures` makes results.json's figures. ``accuracy``, ``accuracy_ties_half``, ``macro_accuracy``
+and ``per_subset[*].accuracy`` are over all 2N verdicts (metric module, "pairwise" config).
+``ci95`` (overall and per subset) takes the *pair* as the unit, because a pair's two verdicts are
+not independent: the Wilson interval of that accuracy with n = N pairs (`pair_interval`; exact when
+the two orders always agree, conservative otherwise; ``ci95_unit`` "pairs", ``ci95_method`` "wilson").
+``num_pairs`` is N, ``num_verdicts`` 2N; ``no_verdict`` counts verdicts without a decision, and ``ties`` is the same count (a no-verdict is
+the judge's tie: wrong, half right in ``accuracy_ties_half``). Also ``consistent_accuracy`` (right in
+both orders, over N pairs) and ``position_bias`` (accuracy with chosen as A minus with chosen as B).
+
+``--model-type judge-score``: the judge rates each answer alone from 0 to 10. In logits mode the
+score is the expected rating under the judge's probabilities of the answers ``Rating: 0`` …
+``Rating: 10`` after their forced prefix (a rating written in two tokens, "1" "0", is read over two
+positions of the same pass), renormalised over the ratings. In generate mode the score is the last
+``Rating: N`` stated. An answer without a rating is a no-verdict: its pair gets the sentinel score
+-1.0 for both answers, a tie, which the metric counts as wrong (the parsed rating is still kept in
+``rating_*``).
+
+Model quirks come from the registry: ``ModelSpec.logits_template_kwargs`` (e.g. Qwen3's
+``enable_thinking=False``) are passed to the chat template in logits mode.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from personalized_rewardbench.accuracy import metric_dir, pairwise_accuracy
+from personalized_rewardbench.data.eval_items import EvalItem
+from personalized_rewardbench.errors import UserError
+from personalized_rewardbench.scoring.base import ScoreRecord, token_budget_batches
+from personalized_rewardbench.scoring.judge_backends import make_backend, shared_prefix_length
+from personalized_rewardbench.scoring.judge_prompts import (
+    LETTERS,
+    PAIRWISE_PROMPT,
+    RATING_FORMAT,
+    RATINGS,
+    SCORE_PROMPT,
+    VERDICT_FORMAT,
+    pairwise_chat,
+    score_chat,
+)
+from personalized_rewardbench.scoring.registry import ModelSpec
+from personalized_rewardbench.scoring.verdicts import ChoiceReader, parse_rating, parse_verdict, read_choices
+
+if TYPE_CHECKING:
+    from personalized_rewardbench.runs.config import RunConfig
+
+JUDGE_MODES = ("logits", "generate")
+TEXT_LIMIT = 2000
+NO_RATING_SCORE = -1.0  # both answers of a pair with an unparsable rating: a tie, counted wrong
+MIN_CONTENT_TOKENS = 64  # room a prompt needs beyond the judge's instructions (question, answers)
+_PROBE = EvalItem("probe", "probe", "Which one?", (), "The first answer.", "The second answer.")
+
+
+def _clip(text: str) -> str:
+    """The last TEXT_LIMIT characters (the verdict is at the end), marked when cut."""
+    return text if len(text) <= TEXT_LIMIT else "…" + text[-TEXT_LIMIT:]
+
+
+class _Judge:
+    """What both judges share: two prompts per item, encoding with truncation, batching, backend calls."""
+
+    model_type = ""
+    prompt_version = ""
+    answer_format = ""
+    choices: tuple[str, ...] = ()
+
+    def __init__(self, config: RunConfig, spec: ModelSpec, backend):
+        self.name = config.model
+        self.mode = config.judge_mode
+        self.max_new_tokens = config.max_new_tokens
+        self.batch_tokens = config.batch_tokens
+        self.backend = backend
+        self.tokenizer = backend.tokenizer
+        self.revision = backend.revision
+        self.device = backend.device
+        self.template_kwargs = dict(spec.logits_template_kwargs) if self.mode == "logits" else {}
+        self.merge_system = not self._accepts_system_role()
+        self.notices: list[str] = []
+        self._plan_stats: dict[str, Any] = {}
+        self._reader_notice = ""
+        self.reader: ChoiceReader | None = None
+        if self.mode == "logits":
+            self.reader = read_choices(
+                self.tokenizer, self.answer_format, list(self.choices), self.chats(_PROBE)[0], self.template_kwargs
+            )
+            if self.reader.context == "text":
+                self._reader_notice = (
+                    f"judge {self.name}: its chat template cannot end on an assistant message, so "
+                    f"{self.answer_format.format('X')!r} was tokenized on its own to find the forced prefix"
+                )
+        self._check_room()
+        self._encoded: dict[int, tuple[list[list[int]], bool]] = {}
+
+    def chats(self, item: EvalItem) -> list[list[dict[str, str]]]:
+        raise NotImplementedError
+
+    def protocol(self) -> dict[str, Any]:
+        protocol = {
+            "judge_mode": self.mode,
+            "judge_prompt": self.prompt_version + ("+system-in-user" if self.merge_system else ""),
+            "backend": self.backend.name,
+            "max_length": self.backend.max_length,
+            **self.backend.describe(),
+        }
+        if self.template_kwargs:
+            protocol["chat_template_kwargs"] = dict(sorted(self.template_kwargs.items()))
+        if self.reader is not None:
+            protocol["forced_prefix"] = self.tokenizer.decode(list(self.reader.prefix))
+            protocol["forced_prefix_context"] = self.reader.context
+            protocol["multi_token_choices"] = sorted(c for c, path in self.reader.paths.items() if len(path) > 1)
+        if self.mode == "generate":
+            protocol["max_new_tokens"] = self.max_new_tokens
+        return protocol
+
+    def runtime_stats(self) -> dict[str, Any]:
+        stats = {"batch_tokens": self.batch_tokens, **self.backend.runtime_stats(), **self._plan_stats}
+        if self.mode == "generate":  # generation runs every prompt in full
+            stats.update(shared_prefix=False, shared_prefix_note="not used in generate mode")
+        return stats
+
+    # -- encoding ---------------------------------------------------------------------------------
+    def _accepts_system_role(self) -> bool:
+        chat = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+        try:
+            self.tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False, **self.template_kwargs)
+        except Exception:  # templates that reject a system turn raise jinja's TemplateException
+            return False
+        return True
+
+    def _check_room(self) -> None:
+        """One-line errors when the max length leaves no room for a prompt (in generate mode, next to
+        --max-new-tokens): a prompt needs the judge's instructions plus MIN_CONTENT_TOKENS."""
+        limit = self.backend.max_length
+        need = max(len(self.encode(chat)) for chat in self.chats(_PROBE)) + MIN_CONTENT_TOKENS
+        if limit <= need:
+            raise UserError(
+                f"{self.name!r} takes at most {limit} tokens, too few for the judge prompt ({need}); raise --max-length"
+            )
+        if self.mode == "generate" and self.max_new_tokens > limit - need:
+            raise UserError(
+                f"--max-new-tokens {self.max_new_tokens} leaves no room for the prompt: {self.name!r} takes at most {limit} tokens "
+                f"and the judge prompt needs at least {need}; use --max-new-tokens {limit - need} or less"
+            )
+
+    def encode(self, chat: list[dict[str, str]]) -> list[int]:
+        """Prompt token ids: the chat with the generation prompt, tokenized by the template (no
+        re-tokenization; the registry's `logits_template_kwargs` in logits mode), then in logits mode
+        the forced prefix."""
+        encoded = self.tokenizer.apply_chat_template(
+            chat, add_generation_prompt=True, tokenize=True, return_dict=True, **self.template_kwargs
+        )
+        ids = list(encoded["input_ids"])
+        return ids + list(self.reader.prefix) if self.reader is not None else ids
+
+    def encode_item(self, item: EvalItem) -> tuple[list[list[int]], bool]:
+        """(the item's prompts, truncated): drops the lowest-ranked posts until every prompt fits."""
+        room = self.backend.max_length - (self.max_new_tokens if self.mode == "generate" else self._reader_depth() - 1)
+        for keep in range(len(item.posts), -1, -1):
+            prompts = [self.encode(chat) for chat in self.chats(item.with_posts(keep))]
+            longest = max(map(len, prompts))
+            if longest <= room or keep == 0:
+                return prompts, keep < len(item.posts) or longest > room
+        raise AssertionError("unreachable")
+
+    def _reader_depth(self) -> int:
+        return self.reader.depth if self.reader is not None else 1
+
+    def plan(self, items: list[EvalItem]) -> list[list[int]]:
+        self._encoded = {i: self.encode_item(item) for i, item in enumerate(items)}
+        reserve = self.max_new_tokens if self.mode == "generate" else self._reader_depth() - 1
+        copies = len(self.reader.chains) if self.reader is not None else 1
+        lengths = [
+            copies * len(p) * (max(map(len, p)) + reserve) for p, _ in (self._encoded[i] for i in range(len(items)))
+        ]
+        self._record_sharing(items)
+        return token_budget_batches(lengths, self.batch_tokens)
+
+    def _record_sharing(self, items: list[EvalItem]) -> None:
+        """Say (notices, runtime) when logits mode cannot share the prompts' common start."""
+        self.notices = [self._reader_notice] if self._reader_notice else []
+        if (
+            self.mode != "logits" or not items or not hasattr(self.backend, "shared_prefix")
+        ):  # vLLM caches prefixes itself
+            return
+        note = getattr(self.backend, "shared_prefix_note", "")
+        if note:
+            if note != "disabled by --no-shared-prefix":
+                self.notices.append(f"shared prefix: off -- {note}: every judge prompt of {self.name} runs in full")
+            return
+        unshared = sum(
+            1 for i in range(len(items)) if shared_prefix_length(self._encoded[i][0], self._reader_depth()) == 0
+        )
+        self._plan_stats = {"shared_prefix_fallbacks": unshared}
+        if unshared:
+            self.notices.append(
+                f"shared prefix: partial -- {unshared} of {len(items)} items' prompts share no start; their batches run in full"
+            )
+
+    def _prompts(self, items: list[EvalItem], batch: list[int]) -> list[tuple[list[list[int]], bool]]:
+        return [self._encoded[i] if i in self._encoded else self.encode_item(items[i]) for i in batch]
+
+    def _choice_logprobs(self, groups: list[list[list[int]]]) -> list[list[dict[str, float]]]:
+        """Per group, per prompt: log P(choice) of each choice the reader has, read after the prompt
+        (each prompt extended by the reader's chains: one forward pass for multi-token choices)."""
+        reader = self.reader
+        chains = reader.chains
+        extended = [[prompt + list(chain) for prompt in group for chain in chains] for group in groups]
+        rows = self.backend.next_token_logprobs(extended, reader.tokens, last=reader.depth)
+        size = len(chains)
+        return [
+            [reader.logprobs(group_rows[n * size : (n + 1) * size]) for n in range(len(group))]
+            for group, group_rows in zip(groups, rows)
+        ]
+
+
+class PairwiseJudge(_Judge):
+    """Judges each pair in both orders; see the module docstring for the record fields."""
+
+    model_type = "judge-pairwise"
+    prompt_version = PAIRWISE_PROMPT
+    answer_format = VERDICT_FORMAT
+    choices = LETTERS
+
+    def __init__(self, config: RunConfig, spec: ModelSpec, backend):
+        super().__init__(config, spec, backend)
+        missing = [letter for letter in LETTERS if self.reader is not None and letter not in self.reader.paths]
+        if missing:
+            raise UserError(
+                f"{self.name!r}: its tokenizer cannot spell the verdict {VERDICT_FORMAT.format(missing[0])!r} distinctly; use --judge-mode generate"
+            )
+
+    def chats(self, item: EvalItem) -> list[list[dict[str, str]]]:
+        """[chosen shown as A, chosen shown as B]."""
+        return [
+            pairwise_chat(item, chosen_first=True, merge_system=self.merge_system),
+            pairwise_chat(item, chosen_first=False, merge_system=self.merge_system),
+        ]
+
+    def score(self, items: list[EvalItem], batch: list[int]) -> list[ScoreRecord]:
+        encoded = self._prompts(items, batch)
+        groups = [prompts for prompts, _ in encoded]
+        if self.mode == "logits":
+            orders = [self._from_logprobs(group) for group in self._choice_logprobs(groups)]
+        else:
+            texts = self.backend.generate([p for group in groups for p in group], self.max_new_tokens)
+            orders = [self._from_texts(texts[2 * n], texts[2 * n + 1]) for n in range(len(groups))]
+        return [{**record, "truncated": truncated} for record, (_, truncated) in zip(orders, encoded)]
+
+    @staticmethod
+    def _from_logprobs(group: list[dict[str, float]]) -> ScoreRecord:
+        first, second = group  # chosen is A in the first prompt, B in the second
+        margins = [first["A"] - first["B"], second["B"] - second["A"]]
+        verdicts = [1 if m > 0 else 0 if m < 0 else -1 for m in margins]
+        preference = [0.0 if math.isnan(m) else math.tanh(m / 2) for m in margins]
+        chosen = sum(preference) / 2
+        return {
+            "chosen_score": chosen,
+            "rejected_score": 0.0 - chosen,
+            "verdict_chosen_first": verdicts[0],
+            "margin_chosen_first": margins[0] if math.isfinite(margins[0]) else None,
+            "verdict_chosen_second": verdicts[1],
+            "margin_chosen_second": margins[1] if math.isfinite(margins[1]) else None,
+        }
+
+    @staticmethod
+    def _from_texts(first: str, second: str) -> ScoreRecord:
+        chosen_letters = ("A", "B")
+        verdicts = []
+        for text, chosen_letter in zip((first, second), chosen_letters):
+            letter = parse_verdict(text)
+            verdicts.append(-1 if letter is None else int(letter == chosen_letter))
+        chosen = sum({1: 1.0, 0: -1.0, -1: 0.0}[v] for v in verdicts) / 2
+        return {
+            "chosen_score": chosen,
+            "rejected_score": 0.0 - chosen,
+            "verdict_chosen_first": verdicts[0],
+            "margin_chosen_first": None,
+            "verdict_chosen_second": verdicts[1],
+            "margin_chosen_second": None,
+            "text_chosen_first": _clip(first),
+            "text_chosen_second": _clip(second),
+        }
+
+    def summarize(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+        """Figures over both orders (2N verdicts), all through the metric module; they replace the
+        pointwise defaults in results.json."""
+        return judge_figures(records)
+
+
+@lru_cache(maxsize=1)
+def _metric_functions():
+    """The metric module's plain functions (it exposes them for use without `evaluate`)."""
+    path = metric_dir() / "personalized_accuracy.py"
+    spec = importlib.util.spec_from_file_location("_prbench_metric_functions", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def pair_interval(correct_verdicts: int, num_pairs: int) -> list[float]:
+    """95 % interval of a verdict accuracy over both orders, with the pair as the unit.
+
+    The Wilson interval at p = correct_verdicts / 2N with n = N pairs: the two verdicts of a pair count
+    as one observation, exact when the orders always agree and conservative otherwise (treating the 2N
+    verdicts as independent would be too narrow). Wilson depends on z and n through z^2 / n only, so it
+    is the metric module's `wilson_interval(correct_verdicts, 2N)` at z * sqrt(2).
+
+    >>> [round(x, 4) for x in pair_interval(16, 10)]  # p = 0.8 over 10 pairs, like 8 of 10
+    [0.4902, 0.9433]
+    """
+    functions = _metric_functions()
+    low, high = functions.wilson_interval(correct_verdicts, 2 * num_pairs, z=functions.Z_95 * math.sqrt(2))
+    return [float(low), float(high)]
+
+
+def judge_figures(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """results.json's pairwise-judge figures (see the module docstring): accuracies through the metric
+    module's "pairwise" config, intervals per pair (`pair_interval`)."""
+    metric = pairwise_accuracy
+    first = [r["verdict_chosen_first"] for r in records]
+    second = [r["verdict_chosen_second"] for r in records]
+    subsets = [r["subset"] for r in records]
+    both = metric(first + second, subsets + subsets)
+    consistent = metric([1 if a == b == 1 else -1 if -1 in (a, b) else 0 for a, b in zip(first, second)])
+    accuracy_first, accuracy_second = metric(first)["accuracy"], metric(second)["accuracy"]
+    return {
+        "accuracy": both["accuracy"],
+        "accuracy_ties_half": both["accuracy_ties_half"],
+        "macro_accuracy": both["macro_accuracy"],
+        "ci95": pair_interval(both["num_correct"], len(records)),
+        "ci95_unit": "pairs",  # the interval's unit (n = N pairs); accuracy itself is over 2N verdicts
+        "ci95_method": "wilson",
+        "num_verdicts": both["num_pairs"],
+        "no_verdict": both["num_no_verdict"],
+        "ties": both["num_no_verdict"],
+        "per_subset": {
+            name: {
+                "accuracy": figures["accuracy"],
+                "num_pairs": figures["num_pairs"] // 2,
+                "num_verdicts": figures["num_pairs"],
+                "no_verdict": figures["num_no_verdict"],
+                "ties": figures["num_no_verdict"],
+                "ci95": pair_interval(figures["num_correct"], figures["num_pairs"] // 2),
+            }
+            for name, figures in both["per_subset"].items()
+        },
+        "consistent_accuracy": consistent["accuracy"],
+        "accuracy_chosen_first": accuracy_first,
+        "accuracy_chosen_second": accuracy_second,
+        "position_bias": accuracy_first - accuracy_second,
+    }
+
+
+class ScoreJudge(_Judge):
+    """Rates each answer 0-10 for this user; accuracy is the usual chosen-vs-rejected comparison."""
+
+    model_type = "judge-score"
+    prompt_version = SCORE_PROMPT
+    answer_format = RATING_FORMAT
+    choices = RATINGS
+
+    def __init__(self, config: RunConfig, spec: ModelSpec, backend):
+        super().__init__(config, spec, backend)
+        if self.reader is not None and len(self.reader.paths) < 2:
+            raise UserError(
+                f"{self.name!r}: its tokenizer cannot spell the ratings 0-10 distinctly; use --judge-mode generate"
+            )
+
+    def protocol(self) -> dict[str, Any]:
+        protocol = super().protocol()
+        if self.reader is not None:
+            read = [value for value in RATINGS if value in self.reader.paths]
+            protocol["rating_tokens"] = "0-10" if len(read) == len(RATINGS) else ",".join(read)
+        return protocol
+
+    def chats(self, item: EvalItem) -> list[list[dict[str, str]]]:
+        """[rate chosen, rate rejected]."""
+        return [score_chat(item, item.chosen, self.merge_system), score_chat(item, item.rejected, self.merge_system)]
+
+    @staticmethod
+    def _expected(logprobs: dict[str, float]) -> float:
+        """The mean rating under the rating tokens' probabilities, renormalised over those tokens."""
+        top = max(logprobs.values())
+        weights = {value: math.exp(lp - top) for value, lp in logprobs.items()}
+        return sum(int(value) * w for value, w in weights.items()) / sum(weights.values())
+
+    def score(self, items: list[EvalItem], batch: list[int]) -> list[ScoreRecord]:
+        encoded = self._prompts(items, batch)
+        groups = [prompts for prompts, _ in encoded]
+        records = []
+        if self.mode == "logits":
+            for (chosen, rejected), (_, truncated) in zip(self._choice_logprobs(groups), encoded):
+                c, r = self._expected(chosen), self._expected(rejected)
+                records.append(
+                    {
+                        "chosen_score": c,
+                        "rejected_score": r,
+                        "truncated": truncated,
+                        "rating_chosen": c,
+                        "rating_rejected": r,
+                        "no_verdict": 0,
+                    }
+                )
+            return records
+        texts = self.backend.generate([p for group in groups for p in group], self.max_new_tokens)
+        for n, (_, truncated) in enumerate(encoded):
+            c, r = parse_rating(texts[2 * n]), parse_rating(texts[2 * n + 1])
+            missing = (c is None) + (r is None)
+            records.append(
+                {
+                    "chosen_score": NO_RATING_SCORE if missing else c,
+                    "rejected_score": NO_RATING_SCORE if missing else r,
+                    "truncated": truncated,
+                    "rating_chosen": c,
+                    "rating_rejected": r,
+                    "no_verdict": missing,
+                    "text_chosen": _clip(texts[2 * n]),
+                    "text_rejected": _clip(texts[2 * n + 1]),
+                }
+            )
+        return records
+
+    def summarize(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "no_verdict": sum(r["no_verdict"] for r in records),
+            "no_verdict_pairs": sum(1 for r in records if r["no_verdict"]),
+        }
+
+
+def make_judge(config: RunConfig, spec: ModelSpec, model_type: str) -> _Judge:
+    """The judge scorer for `model_type` ("judge-pairwise" | "judge-score")."""
+    if config.judge_mode not in JUDGE_MODES:
+        raise UserError(f"unknown --judge-mode {config.judge_mode!r}: choose one of {', '.join(JUDGE_MODES)}")
+    if config.max_new_tokens < 1:
+        raise UserError(f"--max-new-tokens must be positive, got {config.max_new_tokens}")
+    judge = {"judge-pairwise": PairwiseJudge, "judge-score": ScoreJudge}.get(model_type)
+    if judge is None:
+        raise UserError(f"unknown judge type {model_type!r}: choose judge-pairwise or judge-score")
+    return judge(config, spec, make_backend(config, spec))
