@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tiny_models import build_tiny_causal_lm, build_tiny_reward_model
+from personalized_rewardbench.testing.tiny_models import build_tiny_causal_lm, build_tiny_reward_model
 
 from personalized_rewardbench.cli import main
 from personalized_rewardbench.data.ranking_cache import cache_path
@@ -547,7 +547,7 @@ def test_max_length_below_the_answer_is_a_one_line_error_naming_the_item(tiny_rm
 
 def test_a_llama3_style_tokenizer_gets_one_bos_where_render_then_retokenize_gives_two(tmp_path, cache):
     """`--template upstream` reproduces upstream's messages, not its doubled BOS (see prompts.py)."""
-    from tiny_models import CHAT_TEMPLATE, llama_config, make_tokenizer
+    from personalized_rewardbench.testing.tiny_models import CHAT_TEMPLATE, llama_config, make_tokenizer
     from tokenizers.processors import TemplateProcessing
     from transformers import LlamaForSequenceClassification
 

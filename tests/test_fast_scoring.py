@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import build_tiny_reward_model, llama_config, make_tokenizer
+from personalized_rewardbench.testing.tiny_models import build_tiny_reward_model, llama_config, make_tokenizer
 from transformers import (
     AutoTokenizer,
     BertConfig,

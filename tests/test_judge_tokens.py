@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import CHAT_TEMPLATE, llama_config
+from personalized_rewardbench.testing.tiny_models import CHAT_TEMPLATE, llama_config
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 

@@ -1,6 +1,6 @@
 """LLM judges: verdict parsing, both orders, prompt contents, shared-prefix logits, figures, resume, CLI.
 
-A tiny random Llama (tests/tiny_models.py) stands in for the judge: its verdicts are meaningless but
+A tiny random Llama (personalized_rewardbench.testing.tiny_models) stands in for the judge: its verdicts are meaningless but
 deterministic, and in generate mode it mostly states no verdict, which must be reported as such.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import build_tiny_causal_lm
+from personalized_rewardbench.testing.tiny_models import build_tiny_causal_lm
 
 from personalized_rewardbench import cli
 from personalized_rewardbench.data.sources import load_source
@@ -516,7 +516,7 @@ class CannedBackend:
     name = "canned"
 
     def __init__(self):
-        from tiny_models import make_tokenizer
+        from personalized_rewardbench.testing.tiny_models import make_tokenizer
 
         self.tokenizer = make_tokenizer()
         self.revision, self.device, self.max_length, self.shared_prefix_note = "canned", "cpu", 2048, ""
@@ -588,7 +588,7 @@ def test_canned_generations_give_hand_computed_figures(tmp_path):
 
 
 def test_a_checkpoint_without_language_model_head_is_refused(tmp_path, capsys):
-    from tiny_models import build_tiny_reward_model
+    from personalized_rewardbench.testing.tiny_models import build_tiny_reward_model
 
     model = build_tiny_reward_model(tmp_path / "tiny-rm")
     capsys.readouterr()
@@ -652,7 +652,7 @@ def test_registry_patterns_and_judge_entries():
 def test_template_switches_come_from_the_registry(tiny_lm, tmp_path):
     from dataclasses import replace
 
-    from tiny_models import CHAT_TEMPLATE
+    from personalized_rewardbench.testing.tiny_models import CHAT_TEMPLATE
 
     # A Qwen3-like template: an empty think block in the generation prompt when enable_thinking is false.
     thinking = CHAT_TEMPLATE.replace(
@@ -676,7 +676,7 @@ def test_template_switches_come_from_the_registry(tiny_lm, tmp_path):
 def test_a_template_that_drops_assistant_turns_falls_back_to_plain_tokenization(tiny_lm, tmp_path):
     from dataclasses import replace
 
-    from tiny_models import CHAT_TEMPLATE
+    from personalized_rewardbench.testing.tiny_models import CHAT_TEMPLATE
 
     user_only = CHAT_TEMPLATE.replace(
         "{% for message in messages %}", "{% for message in messages if message['role'] != 'assistant' %}"

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tiny_models import build_tiny_reward_model
+from personalized_rewardbench.testing.tiny_models import build_tiny_reward_model
 
 from personalized_rewardbench.runs.distributed import single_launch_notice
 

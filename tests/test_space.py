@@ -18,7 +18,7 @@ import yaml
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 from space_server import APP, REPO, cli_results, running_space
-from tiny_models import build_tiny_causal_lm, build_tiny_reward_model
+from personalized_rewardbench.testing.tiny_models import build_tiny_causal_lm, build_tiny_reward_model
 
 from personalized_rewardbench.data.schema import SUBSETS
 from personalized_rewardbench.errors import UserError

@@ -6,7 +6,11 @@ scorer's batch plan is deterministic, the final scores equal those of an uninter
 every item is scored, the first process writes `scores.jsonl` (dataset order) and `results.json`,
 each atomically, and removes the partial logs.
 
->>> # run_evaluation(RunConfig(model="baseline:length"))
+>>> import tempfile
+>>> config = RunConfig(model="baseline:length", data="sample", output=tempfile.mkdtemp(), progress=False)
+>>> outcome = run_evaluation(config, log=lambda _message: None)
+>>> outcome.results["num_pairs"], sorted(path.name for path in outcome.run_dir.iterdir())
+(24, ['results.json', 'run.json', 'scores.jsonl'])
 """
 
 from __future__ import annotations
