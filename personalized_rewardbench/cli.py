@@ -121,7 +121,7 @@ def _leaderboard(args: argparse.Namespace) -> int:
 
     folder = Path(args.dir)
     if not folder.is_dir():
-        raise UserError(f"{folder} is not a folder of results; pass the --output folder of 'prbench evaluate'")
+        raise UserError("not a folder of results", "pass the --output folder of 'prbench evaluate'", where=folder)
     rows = leaderboard_rows(folder)
     print_leaderboard(rows)
     if rows:
@@ -265,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.handler(args)
     except UserError as error:
-        print(f"prbench: error: {error}", file=sys.stderr)
+        print(error.render(), file=sys.stderr)
         return 2
     except OSError as error:  # a folder or file the user named cannot be read or written
         where = f": {error.filename}" if error.filename else ""

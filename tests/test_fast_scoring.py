@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from personalized_rewardbench.testing.tiny_models import build_tiny_reward_model, llama_config, make_tokenizer
 from transformers import (
     AutoTokenizer,
     BertConfig,
@@ -25,6 +24,7 @@ from personalized_rewardbench.runs.scorer_factory import make_scorer
 from personalized_rewardbench.scoring import shared_prefix as prefix_scoring
 from personalized_rewardbench.scoring.devices import select_attn_implementation
 from personalized_rewardbench.scoring.shared_prefix import shared_prefix_cost
+from personalized_rewardbench.testing.tiny_models import build_tiny_reward_model, llama_config, make_tokenizer
 
 TOLERANCE = 1e-4
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from personalized_rewardbench.testing.tiny_models import build_tiny_causal_lm
+from cli_errors import user_error
 
 from personalized_rewardbench import cli
 from personalized_rewardbench.data.sources import load_source
@@ -32,6 +32,7 @@ from personalized_rewardbench.scoring.judges import (
 )
 from personalized_rewardbench.scoring.registry import resolve_spec
 from personalized_rewardbench.scoring.verdicts import parse_rating, parse_verdict, read_choices, strip_reasoning
+from personalized_rewardbench.testing.tiny_models import build_tiny_causal_lm
 
 # --------------------------------------------------------------------------------------------------
 # Fixtures and helpers
@@ -593,8 +594,8 @@ def test_a_checkpoint_without_language_model_head_is_refused(tmp_path, capsys):
     model = build_tiny_reward_model(tmp_path / "tiny-rm")
     capsys.readouterr()
     assert cli.main(_args(model, tmp_path / "out", "judge-pairwise")) == 2
-    error = capsys.readouterr().err
-    assert error.count("\n") == 1 and "lm_head.weight is missing" in error and "not tied" in error
+    error, hint = user_error(capsys.readouterr().err)
+    assert "lm_head.weight is missing" in error and "not tied" in error and "--model-type classifier" in hint
 
 
 def test_max_new_tokens_must_leave_room_for_the_prompt(tiny_lm, tmp_path, capsys):

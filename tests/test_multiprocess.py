@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from personalized_rewardbench.testing.tiny_models import build_tiny_reward_model
 
 from personalized_rewardbench.runs.distributed import single_launch_notice
+from personalized_rewardbench.testing.tiny_models import build_tiny_reward_model
 
 pytest.importorskip("accelerate")
 
