@@ -237,7 +237,9 @@ def run_evaluation(
     missing = [item.id for item in data.items if item.id not in done]
     if missing:
         raise UserError(
-            f"{len(missing)} items have no score (first: {missing[0]})", "rerun the same command to finish", where=run_dir
+            f"{len(missing)} items have no score (first: {missing[0]})",
+            "rerun the same command to finish",
+            where=run_dir,
         )
     records = [done[item.id] for item in data.items]
     runtime = {
