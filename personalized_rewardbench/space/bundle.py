@@ -17,7 +17,7 @@ from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.release.staged_folder import staged_folder
 from personalized_rewardbench.resources import PACKAGE_DIR, metric_dir, resource
 
-_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".*")
+_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".*", "_bundled")  # _bundled: a wheel's copies
 
 
 def build_space_bundle(out: Path, force: bool = False) -> Path:
