@@ -343,15 +343,14 @@ def test_a_folder_without_config_json_is_not_a_model_folder(tmp_path, cache, cap
     empty = tmp_path / "empty-model"
     empty.mkdir()
     assert main(["evaluate", "--model", str(empty), "--data", "sample", "--output", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert (
-        err
-        == f"prbench: error: {empty} is not a model folder (no config.json); pass the folder written by save_pretrained"
+    assert user_error(capsys.readouterr().err) == (
+        f"prbench: error: {empty}: not a model folder (no config.json)",
+        "pass the folder written by save_pretrained",
     )
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(b"")
     assert main(["evaluate", "--model", str(weights), "--data", "sample", "--output", str(tmp_path / "out")]) == 2
-    assert f"{weights} is not a model folder (it is a file)" in capsys.readouterr().err
+    assert f"{weights}: not a model folder (it is a file)" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 
