@@ -505,8 +505,8 @@ def test_max_length_at_k0_shortens_questions_and_shared_prefix_scores_still_equa
         )
     out = capsys.readouterr().out
     assert (
-        f"shortened questions (too long even without posts: the question's end cut, marked '…'; answers never cut): {over}"
-        in out
+        "shortened questions (too long even without posts: the question's end cut, marked '…'; "
+        f"answers never cut): {over}" in out
     )
     assert "posts dropped" not in out
 

@@ -127,7 +127,8 @@ def _merging_template_model(tmp_path: Path) -> Path:
     folder = build_tiny_reward_model(tmp_path / "merging-rm")
     tokenizer = AutoTokenizer.from_pretrained(folder)
     tokenizer.chat_template = (
-        "{% for message in messages %}{{ '<|im_start|>' + message['role'] + message['content'] + '<|im_end|>' }}{% endfor %}"
+        "{% for message in messages %}"
+        "{{ '<|im_start|>' + message['role'] + message['content'] + '<|im_end|>' }}{% endfor %}"
         "{% if add_generation_prompt %}{{ '<|im_start|>assistant' }}{% endif %}"
     )
     tokenizer.save_pretrained(folder)

@@ -26,7 +26,10 @@ from personalized_rewardbench.scoring.judge_prompts import PAIRWISE_SYSTEM, SCOR
 from personalized_rewardbench.scoring.verdicts import choice_logprobs, read_choices
 from personalized_rewardbench.testing.tiny_models import CHAT_TEMPLATE, llama_config
 
-QWEN2_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+QWEN2_PATTERN = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
 SPECIAL = ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]
 
 

@@ -1,7 +1,7 @@
 """LLM judges: verdict parsing, both orders, prompt contents, shared-prefix logits, figures, resume, CLI.
 
-A tiny random Llama (personalized_rewardbench.testing.tiny_models) stands in for the judge: its verdicts are meaningless but
-deterministic, and in generate mode it mostly states no verdict, which must be reported as such.
+A tiny random Llama (personalized_rewardbench.testing.tiny_models) stands in for the judge: its verdicts are
+meaningless but deterministic, and in generate mode it mostly states no verdict, which must be reported as such.
 """
 
 from __future__ import annotations
@@ -658,7 +658,8 @@ def test_template_switches_come_from_the_registry(tiny_lm, tmp_path):
     # A Qwen3-like template: an empty think block in the generation prompt when enable_thinking is false.
     thinking = CHAT_TEMPLATE.replace(
         "{{ '<|im_start|>assistant\n' }}",
-        "{{ '<|im_start|>assistant\n' }}{% if enable_thinking is defined and not enable_thinking %}{{ '<think>\n\n</think>\n\n' }}{% endif %}",
+        "{{ '<|im_start|>assistant\n' }}"
+        "{% if enable_thinking is defined and not enable_thinking %}{{ '<think>\n\n</think>\n\n' }}{% endif %}",
     )
     assert thinking != CHAT_TEMPLATE
     spec = replace(

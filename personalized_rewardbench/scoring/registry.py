@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from typing import Any
 
+
 @dataclass(frozen=True)
 class ModelSpec:
     """How to run one reward model or judge.
