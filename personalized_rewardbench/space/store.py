@@ -87,7 +87,7 @@ class ResultsStore:
             )
         except Exception as error:  # the Space still works with local results
             notices.append(
-                f"cannot sync results to {self.repo_id} ({type(error).__name__}); results stay in {self.folder}"
+                f"cannot sync results to {self.repo_id} ({type(error).__name__}); results stay on this Space's disk"
             )
         for notice in notices:
             logger.warning(notice)
