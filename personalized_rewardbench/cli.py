@@ -122,7 +122,10 @@ def _leaderboard(args: argparse.Namespace) -> int:
     folder = Path(args.dir)
     if not folder.is_dir():
         raise UserError(f"{folder} is not a folder of results; pass the --output folder of 'prbench evaluate'")
-    rows = leaderboard_rows(folder)
+    notices: list[str] = []
+    rows = leaderboard_rows(folder, notices)
+    for notice in notices:
+        print(f"prbench: {notice}", file=sys.stderr)
     print_leaderboard(rows)
     if rows:
         print(write_chart(rows, folder / "leaderboard.png"))
