@@ -40,9 +40,9 @@ class RunLock:
 
     def acquire(self, wait: bool) -> None:
         """Take the lock; without `wait`, raise a one-line UserError naming the holder's pid when it is taken."""
-        missing = [folder for folder in (self.run_dir, *self.run_dir.parents) if not folder.exists()]
-        self._created_top = missing[-1] if missing else self._created_top
         while True:
+            missing = [folder for folder in (self.run_dir, *self.run_dir.parents) if not folder.exists()]
+            self._created_top = missing[-1] if missing else self._created_top
             self.run_dir.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
@@ -66,13 +66,13 @@ class RunLock:
 
     def release(self, remove_if_only: tuple[str, ...] | None = None) -> None:
         """Remove the lock file and drop the lock. When the folder then holds only files named in
-        `remove_if_only` (a run that failed before its first score), remove them, the folder, and the
-        parents that `acquire` created, as long as they are empty."""
+        `remove_if_only` (a run that failed before its first score) and `acquire` created the folder,
+        remove them, the folder, and the parents that `acquire` created, as long as they are empty."""
         if self._fd is None:
             return
         self.path.unlink(missing_ok=True)  # while still locked: a waiter sees that its file is gone and starts over
         names = {p.name for p in self.run_dir.iterdir()}
-        if remove_if_only is not None and names <= set(remove_if_only):
+        if remove_if_only is not None and self._created_top is not None and names <= set(remove_if_only):
             for name in sorted(names):
                 (self.run_dir / name).unlink()
             folder = self.run_dir
