@@ -38,6 +38,7 @@ from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.release.card import DEFAULT_REPO_ID, SubsetStats, render_card
 from personalized_rewardbench.release.staged_folder import check_target, staged_folder
 from personalized_rewardbench.resources import loading_script
+from personalized_rewardbench.runs.hub_probe import offline_if_unreachable
 
 #: Name of the builder inside a release. datasets >= 4 refuses a folder holding `<folder name>.py`.
 RELEASE_SCRIPT_NAME = "personalized_rewardbench_loader.py"
@@ -183,6 +184,8 @@ def build_release(
             f"--out {out}: datasets refuses a folder holding '{RELEASE_SCRIPT_NAME}'; choose another folder name"
         )
     check_target(out, force, RELEASE_MANIFEST)
+    if source_spec.startswith("hub:") and (notice := offline_if_unreachable()):
+        print(notice)
     source = load_source(source_spec)
     missing = [subset for subset in SUBSETS if subset not in source.rows]
     if missing:

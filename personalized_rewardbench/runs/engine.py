@@ -28,6 +28,7 @@ from personalized_rewardbench.data.retrieval import Retriever, make_retriever
 from personalized_rewardbench.data.sources import Source, load_source, select
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.runs.config import RunConfig
+from personalized_rewardbench.runs.hub_probe import needs_hub, offline_if_unreachable
 from personalized_rewardbench.runs.results import RESULTS_FILE, SCORES_FILE, build_results, run_slug, slug
 from personalized_rewardbench.runs.run_files import (
     RUN_FILE,
@@ -194,6 +195,9 @@ def run_evaluation(
     process, so its GPU function only scores); only its items, retriever name and source identity are read.
     Process 0 holds the run folder's lock while it works: another run of the same folder waits
     (`wait_for_lock`) or stops with one line naming this one's pid."""
+    if needs_hub(config.data, [config.model], config.retriever, config.profile_k):
+        if (notice := offline_if_unreachable()) and rank == 0:  # seconds, not minutes of retries, when offline
+            log(notice)
     if prepared is not None:
         data = replace(prepared, notices=list(prepared.notices))  # the caller's copy stays as it was
     else:
