@@ -62,10 +62,12 @@ def section(result: dict[str, Any]) -> str:
     return "benchmark" if coverage(result)[0] else "partial"
 
 
-def leaderboard_rows(folder: Path) -> list[dict[str, Any]]:
-    """Flat rows: full benchmark runs by accuracy, then partial runs, then demo-sample runs (full ones first)."""
+def leaderboard_rows(folder: Path, notices: list[str] | None = None) -> list[dict[str, Any]]:
+    """Flat rows: full benchmark runs by accuracy, then partial runs, then demo-sample runs (full ones first).
+
+    A damaged results.json is left out; its one-line reason (naming the file) is appended to `notices`."""
     rows = []
-    for result in find_results(folder):
+    for result in find_results(folder, notices):
         full, covered = coverage(result)
         row = {
             "model": result["model"],
