@@ -3,22 +3,10 @@ with the pair as the unit (see `judges.py` for what the figures mean)."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from functools import lru_cache
 from typing import Any
 
-from personalized_rewardbench.accuracy import metric_dir, pairwise_accuracy
-
-
-@lru_cache(maxsize=1)
-def _metric_functions():
-    """The metric module's plain functions (it exposes them for use without `evaluate`)."""
-    path = metric_dir() / "personalized_accuracy.py"
-    spec = importlib.util.spec_from_file_location("_prbench_metric_functions", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from personalized_rewardbench.accuracy import metric_module, pairwise_accuracy
 
 
 def pair_interval(correct_verdicts: int, num_pairs: int) -> list[float]:
@@ -32,7 +20,7 @@ def pair_interval(correct_verdicts: int, num_pairs: int) -> list[float]:
     >>> [round(x, 4) for x in pair_interval(16, 10)]  # p = 0.8 over 10 pairs, like 8 of 10
     [0.4902, 0.9433]
     """
-    functions = _metric_functions()
+    functions = metric_module()
     low, high = functions.wilson_interval(correct_verdicts, 2 * num_pairs, z=functions.Z_95 * math.sqrt(2))
     return [float(low), float(high)]
 

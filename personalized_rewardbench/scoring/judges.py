@@ -230,7 +230,8 @@ class _Judge(Scorer):
         raise UserError(
             f"item {item.id}: the {self.model_type} prompt takes {longest} tokens with its answers alone (no posts, "
             f"the question cut to '{ELLIPSIS}'), over the {room} tokens the max length of {self.backend.max_length} "
-            f"leaves{reserved}; answers are never cut: pass a larger --max-length, or use a model with a longer context"
+            f"leaves{reserved}; answers are never cut",
+            "pass a larger --max-length, or use a model with a longer context",
         )
 
     def _reader_depth(self) -> int:
@@ -251,8 +252,8 @@ class _Judge(Scorer):
 
     def score_answers(self, groups: Sequence[AnswerGroup]) -> list[AnswerScores]:
         raise UserError(
-            f"{self.name!r} as a {self.model_type} judge compares two answers and gives no score per answer; "
-            "use it as a judge-score judge (a 0-10 rating per answer) or a classifier reward model"
+            f"{self.name!r} as a {self.model_type} judge compares two answers and gives no score per answer",
+            "use it as a judge-score judge (a 0-10 rating per answer) or use a classifier reward model",
         )
 
     def _sharing(self, prompts: Sequence[list[list[int]]]) -> tuple[dict[str, Any], list[str]]:
