@@ -17,7 +17,8 @@ so that its peak memory is its own: `resource.getrusage(RUSAGE_SELF).ru_maxrss` 
 which sees torch's allocations, unlike tracemalloc) at the end of the timed pass. The two paths run
 alternately (a b, b a, ...) and `--repeats` times; throughput is the best (fastest) repeat of each
 path, which is the measurement least disturbed by other work on the machine. Time includes
-tokenization and, for the engine, planning and its one shared-prefix check.
+tokenization and, for the engine, planning (its one shared-prefix check, once per model, runs in the
+warm-up plan).
 
     .venv/bin/python benchmarks/scoring_throughput.py            # about 3-5 minutes on 2 CPU cores
 
