@@ -101,12 +101,40 @@ def gpu_score(model_id, item, seconds):
 
 
 # -- event handlers ------------------------------------------------------------------------------
+SECTIONS = ("benchmark", "partial", "demo")
+
+
 @visitor_errors
-def leaderboard(type_filter, protocol_filter, chart_section, chart_subset):
-    """Full benchmark runs (ranked), partial runs, demo-sample runs, and the bar chart of one section."""
-    benchmark, partial, demo_runs = board_views.leaderboard_tables(RESULTS, type_filter, protocol_filter)
-    chart = board_views.chart_frame(RESULTS, chart_subset, type_filter, protocol_filter, chart_section)
-    return benchmark, partial, demo_runs, chart
+def leaderboard(type_filter, protocol_filter, search, columns, show_demo, chart_section, chart_subset):
+    """Each section's heading and table (benchmark runs ranked, partial runs, demo-sample runs) and the chart."""
+    sections = board_views.filtered_sections(RESULTS, type_filter, protocol_filter, search)
+    filtered = (
+        bool((search or "").strip()) or type_filter not in (views.ALL, None) or protocol_filter not in (views.ALL, None)
+    )
+    outputs = []
+    for name in SECTIONS:
+        frame = board_views.section_frame(sections[name], columns)
+        outputs += [
+            board_views.section_heading(name, sections[name], filtered),
+            gr.Dataframe(
+                value=frame,
+                visible=not frame.empty,
+                datatype=["markdown" if column == "model" else "str" for column in frame.columns],
+            ),
+        ]
+    shown = board_views.chart_sections(show_demo)
+    section = chart_section if chart_section in shown else shown[0]
+    rows = board_views.chart_rows(RESULTS, chart_subset, type_filter, protocol_filter, section, search, show_demo)
+    title = f"{section}, {chart_subset}: accuracy per run"
+    return *outputs, board_views.chart_figure(rows, title)
+
+
+def demo_shown(shown: bool, chart_section: str):
+    """Show or hide the demo-sample table; the chart offers demo-sample runs only while they are shown."""
+    choices = board_views.chart_sections(shown)
+    return gr.Group(visible=shown), gr.Radio(
+        choices=choices, value=chart_section if chart_section in choices else choices[0]
+    )
 
 
 def refresh_filters():
@@ -116,10 +144,12 @@ def refresh_filters():
 
 @visitor_errors
 def refresh_store():
-    """Pull runs added to the Hub results dataset since the last pull (at most once a minute)."""
+    """Pull runs added to the Hub results dataset since the last pull (at most once a minute), and say so."""
     notice = SPACE.refresh()
     if notice:
         gr.Warning(public_message(notice))
+    else:
+        gr.Info(f"Leaderboard refreshed: {len(board_views.leaderboard_rows(RESULTS))} stored runs.")
 
 
 @visitor_errors
@@ -194,48 +224,62 @@ TYPES, PROTOCOLS = board_views.filter_choices(RESULTS)
 with gr.Blocks(title="Personalized RewardBench") as demo:
     gr.Markdown(_intro())
     with gr.Tabs():
-        with gr.Tab("Leaderboard"):
+        with gr.Tab("Leaderboard", id="board", elem_id="tab-board"):
+            with gr.Row(equal_height=True):
+                search = gr.Textbox(
+                    label="Search all tables", placeholder="model, type, protocol…", scale=2, elem_id="board-search"
+                )
+                type_filter = gr.Dropdown(TYPES, value=views.ALL, label="Model type", allow_custom_value=True, scale=1)
+                protocol_filter = gr.Dropdown(
+                    PROTOCOLS, value=views.ALL, label="Protocol", allow_custom_value=True, scale=1
+                )
+                refresh = gr.Button("Refresh", scale=0, min_width=90, elem_id="refresh-button")
             with gr.Row():
-                type_filter = gr.Dropdown(TYPES, value=views.ALL, label="Model type", allow_custom_value=True)
-                protocol_filter = gr.Dropdown(PROTOCOLS, value=views.ALL, label="Protocol", allow_custom_value=True)
                 show_demo = gr.Checkbox(
                     value=SOURCE.is_demo_sample, label="Show demo-sample runs (not benchmark results)"
                 )
-                refresh = gr.Button("Refresh", scale=0)
-            gr.Markdown(
-                "### Benchmark runs\nEvery pair of every subset; ranked by overall accuracy in %, 95 % Wilson interval. "
-                "Click a column header to sort."
-            )
-            board = gr.Dataframe(
-                headers=board_views.LEADERBOARD_COLUMNS, interactive=False, show_search="search", elem_id="leaderboard"
-            )
-            gr.Markdown(
-                "### Partial runs\nA pair limit or only some subsets (every run started here): never ranked with full runs."
-            )
-            partial_board = gr.Dataframe(
-                headers=board_views.LEADERBOARD_COLUMNS, interactive=False, elem_id="partial-leaderboard"
-            )
-            with gr.Group(visible=SOURCE.is_demo_sample) as demo_group:
-                gr.Markdown(f"### Demo-sample runs\n{views.DEMO_NOTE}: never ranked with benchmark runs.")
-                demo_board = gr.Dataframe(
-                    headers=board_views.LEADERBOARD_COLUMNS, interactive=False, elem_id="demo-leaderboard"
+            with gr.Accordion("Columns", open=False):
+                columns = gr.CheckboxGroup(
+                    board_views.OPTIONAL,
+                    value=board_views.DEFAULT_COLUMNS,
+                    label="Shown besides rank, model and overall",
+                    elem_id="board-columns",
                 )
+            gr.Markdown(
+                "Accuracy in %: the share of pairs where the model scores *chosen* above *rejected* (ties are wrong). "
+                "**overall** pools every pair (micro average); **macro** is the mean of the three subsets' accuracies. "
+                "**95% CI**: Wilson interval. **k gain**: accuracy at profile-k > 0 minus the same model's k = 0 run "
+                "on the same pairs, with McNemar's p. Sort with the ⋮ menu in a column header.",
+                elem_classes=["board-legend"],
+            )
+            headings, tables = {}, {}
+            for name, table_id in (("benchmark", "leaderboard"), ("partial", "partial-leaderboard")):
+                headings[name] = gr.Markdown(elem_id=f"{table_id}-heading")
+                tables[name] = gr.Dataframe(
+                    headers=board_views.LEADERBOARD_COLUMNS,
+                    interactive=False,
+                    elem_id=table_id,
+                    pinned_columns=3,
+                    max_height=420,
+                )
+            with gr.Group(visible=SOURCE.is_demo_sample) as demo_group:
+                headings["demo"] = gr.Markdown(elem_id="demo-leaderboard-heading")
+                tables["demo"] = gr.Dataframe(
+                    headers=board_views.LEADERBOARD_COLUMNS,
+                    interactive=False,
+                    elem_id="demo-leaderboard",
+                    pinned_columns=3,
+                    max_height=420,
+                )
+            gr.Markdown("### Chart\nOne kind of run at a time; the bars are the 95 % intervals.")
             with gr.Row():
                 chart_section = gr.Radio(
-                    list(board_views.CHART_SECTIONS),
+                    board_views.chart_sections(SOURCE.is_demo_sample),
                     value=board_views.default_chart_section(RESULTS, SOURCE.is_demo_sample),
-                    label="Chart: one kind of run at a time",
+                    label="Runs",
                 )
-                chart_subset = gr.Radio(board_views.CHART_SUBSETS, value=views.OVERALL, label="Chart subset")
-            chart = gr.BarPlot(
-                x="run",
-                y="accuracy (%)",
-                color="type",
-                y_lim=[0, 100],
-                sort="-y",
-                x_label_angle=-20,
-                label="Accuracy per run",
-            )
+                chart_subset = gr.Radio(board_views.CHART_SUBSETS, value=views.OVERALL, label="Subset")
+            chart = gr.Plot(label="Accuracy per run", elem_id="board-chart")
 
         with gr.Tab("Evaluate a model"):
             with gr.Row():
@@ -302,12 +346,16 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
             try_summary = gr.Markdown()
             try_json = gr.JSON(visible=False)
 
-    board_inputs = [type_filter, protocol_filter, chart_section, chart_subset]
-    board_outputs = [board, partial_board, demo_board, chart]
+    board_inputs = [type_filter, protocol_filter, search, columns, show_demo, chart_section, chart_subset]
+    board_outputs = [component for name in SECTIONS for component in (headings[name], tables[name])]
+    board_outputs.append(chart)
     demo.load(leaderboard, board_inputs, board_outputs, api_name="leaderboard")
-    for control in (type_filter, protocol_filter, chart_section, chart_subset):
+    for control in (type_filter, protocol_filter, columns, chart_section, chart_subset):
         control.change(leaderboard, board_inputs, board_outputs, api_visibility="private")
-    show_demo.change(lambda shown: gr.Group(visible=shown), show_demo, demo_group, api_visibility="private")
+    search.change(leaderboard, board_inputs, board_outputs, api_visibility="private", trigger_mode="always_last")
+    show_demo.change(
+        demo_shown, [show_demo, chart_section], [demo_group, chart_section], api_visibility="private"
+    ).then(leaderboard, board_inputs, board_outputs, api_visibility="private")
     refresh.click(refresh_store, None, None, api_visibility="private").then(
         refresh_filters, None, [type_filter, protocol_filter], api_visibility="private"
     ).then(leaderboard, board_inputs, board_outputs, api_visibility="private")

@@ -27,7 +27,7 @@ from personalized_rewardbench.runs.engine import identity_digest, prepare_items,
 from personalized_rewardbench.runs.leaderboard import leaderboard_rows, print_leaderboard, write_chart
 from personalized_rewardbench.runs.results import BENCHMARK
 from personalized_rewardbench.space.allowlist import load_allowlist
-from personalized_rewardbench.space.board import chart_frame, leaderboard_tables
+from personalized_rewardbench.space.board import chart_rows, leaderboard_tables
 from personalized_rewardbench.space.context import SpaceContext, SpaceSettings
 from personalized_rewardbench.space.gpu_budget import estimate_gpu_seconds
 from personalized_rewardbench.space.pairs import stored_scores_frame
@@ -91,23 +91,34 @@ def test_identical_run_is_served_from_the_store(space):
     assert again[4]["created_at"] == first[4]["created_at"]
 
 
+def _board(client: Client, type_filter="all", section="demo-sample runs", search="", show_demo=True):
+    """(benchmark, partial, demo) tables of /leaderboard with every column shown, and the headings."""
+    from personalized_rewardbench.space.board import OPTIONAL
+
+    out = client.predict(type_filter, "all", search, OPTIONAL, show_demo, section, "overall", api_name="/leaderboard")
+    tables = [table.get("value", table) for table in (out[1], out[3], out[5])]  # updates carry visibility too
+    return *tables, (out[0], out[2], out[4])
+
+
 def test_leaderboard_lists_runs_and_keeps_demo_runs_apart(space):
+    from personalized_rewardbench.space.board import LEADERBOARD_COLUMNS
+
     _evaluate(space["client"], "baseline:length", 0)
-    benchmark, partial, demo, chart = space["client"].predict(
-        "all", "all", "demo-sample runs", "overall", api_name="/leaderboard"
-    )
+    benchmark, partial, demo, headings = _board(space["client"])
     assert benchmark["data"] == [] and partial["data"] == []  # the sample is never ranked as benchmark data
-    models = {row[0] for row in demo["data"]}
+    assert "No benchmark runs yet" in headings[0] and "No partial runs yet" in headings[1]
+    assert demo["headers"] == LEADERBOARD_COLUMNS
+    column = {name: index for index, name in enumerate(LEADERBOARD_COLUMNS)}
+    models = {row[column["model"]] for row in demo["data"]}
     assert "baseline:length" in models
-    row = next(r for r in demo["data"] if r[0] == "baseline:length")
-    assert row[-1] == "demo sample" and row[9] == LIMIT * len(SUBSETS) and row[-2] == f"first {LIMIT} per subset"
-    assert [f"baseline:length | k=0 | first {LIMIT} per subset", row[6], "baseline"] in chart["data"]
-    benchmark_chart = space["client"].predict("all", "all", "benchmark runs", "overall", api_name="/leaderboard")[3]
-    assert benchmark_chart["data"] == []  # one section per chart: demo bars never sit among benchmark bars
-    only_classifiers = space["client"].predict(
-        "classifier", "all", "demo-sample runs", "overall", api_name="/leaderboard"
-    )[2]
-    assert all(r[1] == "classifier" for r in only_classifiers["data"])
+    row = next(r for r in demo["data"] if r[column["model"]] == "baseline:length" and r[column["pairs"]] == 6)
+    assert row[column["data"]] == "demo sample" and row[column["coverage"]] == f"first {LIMIT} per subset"
+    assert row[column["rank"]] == ""  # demo-sample runs are never ranked
+    assert f"local: {Path(space['tiny']).name}" in {r[column["model"]] for r in demo["data"]}  # no server path
+    only_classifiers = _board(space["client"], type_filter="classifier")[2]
+    assert only_classifiers["data"] and all(r[column["type"]] == "classifier" for r in only_classifiers["data"])
+    searched = _board(space["client"], search="length")[2]
+    assert {r[column["model"]] for r in searched["data"]} == {"baseline:length"}
 
 
 def test_try_your_own_returns_two_scores(space):
@@ -346,22 +357,28 @@ def test_partial_runs_are_never_ranked_with_full_runs(tmp_path, capsys):
         "-- partial runs (a pair limit or some subsets; not ranked with full runs) --",
         "-- demo-sample runs (not benchmark results) --",
     ]
-    assert out[titles[0] + 1].split()[:2] == ["1", "full-high"] and out[titles[0] + 2].split()[:2] == ["2", "full-low"]
+    # no scores.jsonl: ranks fall back to the 95 % intervals, which overlap here (a shared rank)
+    assert out[titles[0] + 1].split()[:2] == ["1", "full-high"] and out[titles[0] + 2].split()[:2] == ["1", "full-low"]
     assert (
         out[titles[1] + 1].split()[0] == "one-subset" and out[titles[2] + 1].split()[0] == "demo"
     )  # no rank outside the benchmark
     assert write_chart(rows, folder / "board.png").read_bytes()[:4] == b"\x89PNG"
 
     benchmark, partial, demo = leaderboard_tables(folder)
-    assert list(benchmark["model"]) == ["full-high", "full-low"]
-    assert list(partial["model"]) == ["one-subset", "limited"] and list(demo["model"]) == ["demo"]
+    assert list(benchmark["model"]) == [
+        "[full-high](https://huggingface.co/full-high)",
+        "[full-low](https://huggingface.co/full-low)",
+    ]
+    assert list(benchmark["rank"]) == ["1=", "1="]
+    assert [m.split("]")[0][1:] for m in partial["model"]] == ["one-subset", "limited"]
+    benchmark = leaderboard_tables(folder, columns=["data"])[0]
     assert set(benchmark["data"]) == {"local folder data@abc"}  # no server path on the page
-    assert list(chart_frame(folder, chart_section="benchmark runs")["run"]) == ["full-high | k=0", "full-low | k=0"]
-    assert list(chart_frame(folder, chart_section="partial runs")["run"]) == [
+    assert list(chart_rows(folder, chart_section="benchmark runs")["run"]) == ["full-high | k=0", "full-low | k=0"]
+    assert list(chart_rows(folder, chart_section="partial runs")["run"]) == [
         "one-subset | k=0 | Art",
         "limited | k=0 | first 5 per subset",
     ]
-    assert list(chart_frame(folder, chart_section="demo-sample runs")["run"]) == ["demo | k=0 | first 2 per subset"]
+    assert list(chart_rows(folder, chart_section="demo-sample runs")["run"]) == ["demo | k=0 | first 2 per subset"]
 
 
 @pytest.mark.parametrize(
