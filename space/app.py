@@ -155,7 +155,7 @@ def refresh_store():
 @visitor_errors
 def evaluate(model_id, subsets, pairs, profile_k, progress=gr.Progress()):
     """Score an allowlisted model on the chosen pairs (or serve the identical stored run)."""
-    progress(0, desc="preparing pairs")
+    progress(0, desc="loading the pairs")
     plan, payload = SPACE.runs.evaluate(
         model_id,
         subsets,
@@ -163,16 +163,23 @@ def evaluate(model_id, subsets, pairs, profile_k, progress=gr.Progress()):
         profile_k,
         gpu_runner=lambda config, model, prepared, seconds: gpu_run(config, model, prepared, seconds, progress),
         on_progress=_reporter(progress),
+        on_ranking=lambda done, total: progress((done, total), desc="ranking profile posts", unit="pairs"),
     )
     results, records = payload["results"], payload["records"]
-    margins, width, margin_label = views.margin_frame(records)
+    worst = views.worst_pairs_frame(records, plan.data.items)
     return (
         views.summary_markdown(results, payload["reused"], [public_message(notice) for notice in payload["notices"]]),
-        views.subset_frame(results),
-        gr.BarPlot(value=margins, x_bin=width, label=margin_label),
-        views.worst_pairs_frame(records, plan.data.items),
+        gr.Dataframe(value=views.subset_frame(results), visible=True),
+        gr.Plot(value=views.margin_figure(records), visible=True),
+        gr.Dataframe(value=worst, visible=not worst.empty),
         views.public_results(results),
     )
+
+
+def clear_run():
+    """Empty the result area before a run, so an error never sits beside an earlier run's result."""
+    hidden = gr.Dataframe(value=None, visible=False)
+    return "", hidden, gr.Plot(value=None, visible=False), hidden, None
 
 
 @visitor_errors
@@ -281,16 +288,22 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
                 chart_subset = gr.Radio(board_views.CHART_SUBSETS, value=views.OVERALL, label="Subset")
             chart = gr.Plot(label="Accuracy per run", elem_id="board-chart")
 
-        with gr.Tab("Evaluate a model"):
-            with gr.Row():
-                with gr.Column(scale=1):
+        with gr.Tab("Evaluate", id="evaluate", elem_id="tab-evaluate"):
+            with gr.Row(elem_classes=["stack-on-phone"]):
+                with gr.Column(scale=1, min_width=280):
                     model = gr.Dropdown(MODEL_CHOICES, value=MODEL_CHOICES[0][1], label="Model (allowlisted)")
                     subsets = gr.CheckboxGroup(SUBSET_CHOICES, value=SUBSET_CHOICES, label="Subsets")
-                    pairs = gr.Slider(
-                        1, SPACE.pair_limit(), value=min(8, SPACE.pair_limit()), step=1, label="Pairs per subset"
+                    pairs = gr.Number(
+                        value=min(8, SPACE.pair_limit()),
+                        label="Pairs per subset",
+                        info=f"1 to {SPACE.pair_limit()}; other values are brought into range, with a note",
+                        elem_id="pairs-input",
                     )
-                    profile_k = gr.Slider(
-                        0, MAX_PROFILE_K, value=0, step=1, label="Profile-k (profile posts added to the question)"
+                    profile_k = gr.Number(
+                        value=0,
+                        label="Profile-k (profile posts added to the question)",
+                        info=f"0 to {MAX_PROFILE_K}; other values are brought into range, with a note",
+                        elem_id="profile-k-input",
                     )
                     run = gr.Button("Run", variant="primary", elem_id="run-button")
                     with gr.Accordion("Allowlisted models", open=False):
@@ -298,19 +311,23 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
                             [[m.id, m.type, m.size_b or "-", m.description] for m in ALLOWED],
                             headers=["model", "type", "size (B)", "description"],
                             interactive=False,
+                            wrap=True,
                         )
-                with gr.Column(scale=2):
-                    summary = gr.Markdown(elem_id="run-summary")
-                    per_subset = gr.Dataframe(label="Accuracy per subset", interactive=False)
-                    margins = gr.BarPlot(
-                        x="margin",
-                        y="pairs",
-                        y_aggregate="sum",
-                        x_bin=1.0,
-                        y_lim=[0, None],
-                        label="Margins: chosen score − rejected score",
+                with gr.Column(scale=2, min_width=280):
+                    summary = gr.Markdown(
+                        "Pick a model and press **Run**: the result appears here.", elem_id="run-summary"
                     )
-                    worst = gr.Dataframe(label="Pairs the model got most wrong", interactive=False, wrap=True)
+                    per_subset = gr.Dataframe(
+                        label="Accuracy per subset", interactive=False, visible=False, elem_id="per-subset"
+                    )
+                    margins = gr.Plot(label="Margins", visible=False, elem_id="margins")
+                    worst = gr.Dataframe(
+                        label="Pairs the model got most wrong",
+                        interactive=False,
+                        wrap=True,
+                        visible=False,
+                        elem_id="worst-pairs",
+                    )
                     with gr.Accordion("results.json", open=False):
                         results_json = gr.JSON()
 
@@ -359,7 +376,7 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
     refresh.click(refresh_store, None, None, api_visibility="private").then(
         refresh_filters, None, [type_filter, protocol_filter], api_visibility="private"
     ).then(leaderboard, board_inputs, board_outputs, api_visibility="private")
-    run.click(
+    run.click(clear_run, None, [summary, per_subset, margins, worst, results_json], api_visibility="private").then(
         evaluate,
         [model, subsets, pairs, profile_k],
         [summary, per_subset, margins, worst, results_json],
@@ -369,7 +386,7 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
     ).then(refresh_filters, None, [type_filter, protocol_filter], api_visibility="private").then(
         leaderboard, board_inputs, board_outputs, api_visibility="private"
     )
-    score.click(
+    score.click(lambda: ("", None), None, [try_summary, try_json], api_visibility="private").then(
         try_your_own,
         [try_model, question, posts, answer_a, answer_b],
         [try_summary, try_json],

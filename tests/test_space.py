@@ -62,8 +62,13 @@ def space(tmp_path_factory):
         yield {"client": Client(url, verbose=False), "url": url, "root": root, "tiny": str(tiny), "env": env}
 
 
-def _evaluate(client: Client, model: str, profile_k: int) -> tuple:
-    return client.predict(model, list(SUBSETS), LIMIT, profile_k, api_name="/evaluate")
+def _value(output):
+    """A component's value from an endpoint's output (an update also carries visibility)."""
+    return output.get("value", output) if isinstance(output, dict) and output.get("__type__") == "update" else output
+
+
+def _evaluate(client: Client, model: str, profile_k: int, pairs=LIMIT, subsets=SUBSETS) -> tuple:
+    return tuple(map(_value, client.predict(model, list(subsets), pairs, profile_k, api_name="/evaluate")))
 
 
 @pytest.mark.parametrize("which, profile_k", [("baseline:length", 0), ("tiny", 1)])
@@ -165,10 +170,21 @@ def test_refusals_reach_the_visitor_as_one_line(space):
         client.predict("baseline:length", "q" * 5000, "", "a", "b", api_name="/try")
     with pytest.raises(AppError, match=r"answer B is 9000 characters long"):
         client.predict("baseline:length", "q", "", "a", "b" * 9000, api_name="/try")
-    with pytest.raises(AppError, match=r"Value 50 is greater than maximum value 8"):  # the slider's own check
-        client.predict("baseline:length", list(SUBSETS), 50, 0, api_name="/evaluate")
     with pytest.raises(AppError, match=r"choose at least one subset"):
         client.predict("baseline:length", [], LIMIT, 0, api_name="/evaluate")
+
+
+def test_out_of_range_numbers_are_brought_into_range_with_a_note(space):
+    summary, per_subset, margins, worst, results = _evaluate(
+        space["client"], "baseline:length", -5, pairs=999, subsets=[SUBSETS[0], SUBSETS[0]]
+    )
+    assert "pairs per subset: 999 is over the most, 8; using 8" in summary
+    assert "profile-k: -5 is under the least, 0; using 0" in summary
+    assert results["num_pairs"] == 8 and results["protocol"]["profile_k"] == 0
+    assert results["protocol"]["subsets"] == [SUBSETS[0]]  # [Art, Art] is the run [Art]
+    again = _evaluate(space["client"], "baseline:length", 0, pairs=8, subsets=[SUBSETS[0]])
+    assert "found in the store" in again[0] and again[4]["created_at"] == results["created_at"]
+    assert [row[0] for row in per_subset["data"]] == [SUBSETS[0], "overall (micro)", "macro (mean over subsets)"]
 
 
 def test_an_engine_error_reaches_the_visitor_without_server_paths(space):
@@ -256,10 +272,14 @@ def test_gpu_estimate_grows_with_pairs_and_size_and_refuses_big_runs(tmp_path):
     assert few < many
     small = type(model)(**{**model.__dict__, "size_b": 0.6})
     assert estimate_gpu_seconds(small, data.items) < many
-    with pytest.raises(UserError, match=r"pairs per subset must be a whole number from 1 to 8, got 50"):
-        space.runs.plan("Org/Big-RM", list(SUBSETS), 50, 0)
-    with pytest.raises(UserError, match=r"profile-k must be a whole number from 0 to 10, got 1.5"):
-        space.runs.plan("Org/Big-RM", list(SUBSETS), 2, 1.5)
+    (tmp_path / "b").mkdir()
+    baseline = _context(tmp_path / "b", [{"id": "baseline:length", "type": "baseline"}])
+    clamped = baseline.runs.plan("baseline:length", list(SUBSETS)[:1], 0.4, 1.5)
+    assert clamped.config.limit == 1 and clamped.config.profile_k == 2
+    assert clamped.notices == [
+        "pairs per subset: 0.4 is under the least, 1; using 1",
+        "profile-k: 1.5 is not a whole number; using 2",
+    ]
     with pytest.raises(
         UserError,
         match=r"needs about \d+ s of GPU time, over this Space's limit of 36 s per run; ask for at most \d+ pairs",

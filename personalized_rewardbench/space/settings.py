@@ -15,6 +15,8 @@ Environment (all optional):
 20
 >>> whole_number(3.0, "pairs per subset", 1, 8)
 3
+>>> in_range(999, "pairs per subset", 1, 8)
+(8, 'pairs per subset: 999 is over the most, 8; using 8')
 """
 
 from __future__ import annotations
@@ -87,3 +89,25 @@ def whole_number(value: Any, name: str, low: int, high: int) -> int:
     if not number.is_integer() or not low <= number <= high:
         raise UserError(f"{name} must be a whole number from {low} to {high}, got {value!r}")
     return int(number)
+
+
+def in_range(value: Any, name: str, low: int, high: int) -> tuple[int, str | None]:
+    """A whole number from a visitor's value, brought into [low, high] and rounded, with a note saying what changed.
+
+    Text that is not a number is refused (UserError). Every other value is used: out-of-range values are
+    clamped and fractions rounded (half up), and the note says so."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise UserError(f"{name} must be a number from {low} to {high}, got {value!r}") from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise UserError(f"{name} must be a number from {low} to {high}, got {value!r}")
+    shown = f"{number:g}"
+    if number > high:
+        return high, f"{name}: {shown} is over the most, {high}; using {high}"
+    if number < low:
+        return low, f"{name}: {shown} is under the least, {low}; using {low}"
+    whole = int(number + 0.5) if not number.is_integer() else int(number)
+    if whole != number:
+        return whole, f"{name}: {shown} is not a whole number; using {whole}"
+    return whole, None

@@ -187,6 +187,49 @@ def margin_frame(records: list[dict[str, Any]], bins: int = 20) -> tuple[pd.Data
     return pd.DataFrame({"margin": margins, "pairs": [1] * len(margins)}), width, label
 
 
+def margin_counts(margins: list[float], bins: int = 20) -> tuple[list[float], list[int]]:
+    """Histogram of `margins`: (bin edges, pairs per bin). Equal values (or one value) give one bin around them.
+
+    >>> margin_counts([82.0, -50.0], bins=4)
+    ([-50.0, -17.0, 16.0, 49.0, 82.0], [1, 0, 0, 1])
+    """
+    import numpy as np
+
+    if not margins:
+        return [], []
+    low, high = min(margins), max(margins)
+    if high == low:
+        half = max(abs(low) * 0.05, 0.5)
+        return [low - half, high + half], [len(margins)]
+    counts, edges = np.histogram(margins, bins=bins, range=(low, high))
+    return [float(edge) for edge in edges], [int(n) for n in counts]
+
+
+def margin_figure(records: list[dict[str, Any]]):
+    """The margin histogram as a matplotlib Figure: whole-number pair counts, a line at 0 (right of it: correct)."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    frame, _width, label = margin_frame(records)
+    edges, counts = margin_counts(list(frame["margin"]))
+    figure = Figure(figsize=(7.5, 2.8), layout="constrained")
+    axis = figure.add_subplot()
+    if not counts:
+        axis.text(0.5, 0.5, label, ha="center", va="center")
+        axis.set_axis_off()
+        return figure
+    widths = [right - left for left, right in zip(edges, edges[1:])]
+    colours = [
+        "#54a24b" if left >= 0 else "#e45756" if right <= 0 else "#bab0ac" for left, right in zip(edges, edges[1:])
+    ]
+    axis.bar(edges[:-1], counts, width=widths, align="edge", color=colours, edgecolor="white")
+    axis.axvline(0, color="black", linewidth=1)
+    axis.yaxis.set_major_locator(MaxNLocator(integer=True))
+    axis.set_ylabel("pairs" if "Judge" not in label else "verdicts")
+    axis.set_xlabel(label + " (right of 0: correct)", fontsize=8)
+    return figure
+
+
 def _cut(text: str, limit: int = 160) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
