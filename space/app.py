@@ -190,22 +190,25 @@ def try_your_own(model_id, question, posts, answer_a, answer_b):
 
 
 @visitor_errors
-def show_pair(pair_id, profile_k):
-    """What a model sees (question, top-k posts), the answer key (for humans only), both answers, stored scores."""
+def show_pair(pair_id, profile_k, kind=pair_views.PROMPT_KINDS[0]):
+    """What a model sees (built by the library's prompt builders), the answer key (for humans only), both
+    answers, and the scores stored runs gave this pair."""
     row, item = SPACE.data.pair(pair_id, profile_k)
     scores = pair_views.stored_scores_frame(RESULTS, SOURCE, row["id"])
     return (
-        pair_views.model_input_markdown(item),
+        pair_views.model_input_text(item, kind),
         pair_views.answer_key_markdown(row),
         item.chosen,
         item.rejected,
-        scores,
+        gr.Dataframe(value=scores, visible=not scores.empty),
     )
 
 
-def pair_menu(subset):
+def pair_menu(subset, current=None):
+    """The pair menu of `subset`, keeping the current pair when it belongs to it."""
     choices = pair_views.pair_choices(SOURCE, subset)
-    return gr.Dropdown(choices=choices, value=choices[0][1] if choices else None)
+    ids = [value for _, value in choices]
+    return gr.Dropdown(choices=choices, value=current if current in ids else (ids[0] if ids else None))
 
 
 # -- layout --------------------------------------------------------------------------------------
@@ -331,20 +334,44 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
                     with gr.Accordion("results.json", open=False):
                         results_json = gr.JSON()
 
-        with gr.Tab("Explore pairs"):
+        with gr.Tab("Explore", id="explore", elem_id="tab-explore"):
             first_choices = pair_views.pair_choices(SOURCE, SUBSET_CHOICES[0])
-            with gr.Row():
-                explore_subset = gr.Dropdown(SUBSET_CHOICES, value=SUBSET_CHOICES[0], label="Subset")
-                pair_id = gr.Dropdown(first_choices, value=first_choices[0][1], label="Pair")
-                explore_k = gr.Slider(0, MAX_PROFILE_K, value=3, step=1, label="Profile-k")
-            with gr.Row():
-                model_view = gr.Markdown(label="What the model sees")
-                with gr.Accordion("Answer key (shown to you, never to a model)", open=True):
-                    answer_key = gr.Markdown()
-            with gr.Row():
-                chosen_text = gr.Textbox(label="Chosen (fits the user)", lines=10, interactive=False)
-                rejected_text = gr.Textbox(label="Rejected (violates the user's aspects)", lines=10, interactive=False)
-            stored_scores = gr.Dataframe(label="Scores of stored runs on this pair", interactive=False)
+            with gr.Row(elem_classes=["stack-on-phone"]):
+                explore_subset = gr.Dropdown(SUBSET_CHOICES, value=SUBSET_CHOICES[0], label="Subset", min_width=200)
+                pair_id = gr.Dropdown(
+                    first_choices,
+                    value=first_choices[0][1],
+                    label="Pair",
+                    allow_custom_value=True,  # every subset's ids are accepted; the handler checks them
+                    scale=2,
+                    min_width=200,
+                    elem_id="pair-menu",
+                )
+                explore_k = gr.Slider(0, MAX_PROFILE_K, value=3, step=1, label="Profile-k", min_width=200)
+            with gr.Row(elem_classes=["stack-on-phone"]):
+                with gr.Column(min_width=280):
+                    prompt_kind = gr.Radio(
+                        list(pair_views.PROMPT_KINDS), value=pair_views.PROMPT_KINDS[0], label="What the model sees, as"
+                    )
+                    model_view = gr.Textbox(
+                        label="What the model sees (built by the package's prompt builder)",
+                        lines=14,
+                        max_lines=30,
+                        interactive=False,
+                        elem_id="model-view",
+                    )
+                with gr.Column(min_width=280):
+                    with gr.Accordion("Answer key (shown to you, never to a model)", open=True):
+                        answer_key = gr.Markdown(elem_id="answer-key")
+            with gr.Row(elem_classes=["stack-on-phone"]):
+                chosen_text = gr.Textbox(label="Chosen (fits the user)", lines=10, interactive=False, min_width=280)
+                rejected_text = gr.Textbox(
+                    label="Rejected (violates the user's aspects)", lines=10, interactive=False, min_width=280
+                )
+            gr.Markdown(f"### Scores of stored runs on this pair\n{pair_views.STORED_NOTE}")
+            stored_scores = gr.Dataframe(
+                interactive=False, wrap=True, pinned_columns=1, elem_id="stored-scores", visible=False
+            )
 
         with gr.Tab("Try your own"):
             with gr.Row():
@@ -394,11 +421,13 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
         concurrency_id="gpu",
         concurrency_limit=1,
     )
-    explore_subset.change(pair_menu, explore_subset, pair_id, api_visibility="private")
+    explore_subset.change(pair_menu, [explore_subset, pair_id], pair_id, api_visibility="private")
     pair_outputs = [model_view, answer_key, chosen_text, rejected_text, stored_scores]
-    pair_id.change(show_pair, [pair_id, explore_k], pair_outputs, api_name="pair")
-    explore_k.change(show_pair, [pair_id, explore_k], pair_outputs, api_visibility="private")
-    demo.load(show_pair, [pair_id, explore_k], pair_outputs, api_visibility="private")
+    pair_inputs = [pair_id, explore_k, prompt_kind]
+    pair_id.change(show_pair, pair_inputs, pair_outputs, api_name="pair")
+    for control in (explore_k, prompt_kind):
+        control.change(show_pair, pair_inputs, pair_outputs, api_visibility="private")
+    demo.load(show_pair, pair_inputs, pair_outputs, api_visibility="private")
 
 demo.queue(max_size=int(os.environ.get("PRBENCH_QUEUE_SIZE", "20")), default_concurrency_limit=2)
 

@@ -148,16 +148,57 @@ def test_try_your_own_returns_two_scores(space):
 
 
 def test_pair_view_shows_key_to_humans_and_stored_scores(space):
+    from personalized_rewardbench.data.eval_items import make_eval_item
+    from personalized_rewardbench.scoring.judge_prompts import PAIRWISE_SYSTEM, pairwise_user_message
+    from personalized_rewardbench.scoring.prompts import user_message
+    from personalized_rewardbench.space.pairs import STORED_COLUMNS
+
     _evaluate(space["client"], "baseline:length", 0)
-    model_view, answer_key, chosen, rejected, scores = space["client"].predict("0_0_0", 2, api_name="/pair")
+    model_view, answer_key, chosen, rejected, scores = map(
+        _value, space["client"].predict("0_0_0", 2, "reward model (default template)", api_name="/pair")
+    )
     sample = json.loads(
         (REPO / "personalized_rewardbench/data/sample/Art_and_Entertainment.jsonl").read_text().splitlines()[0]
     )
     assert sample["question"] in model_view and "Post 2 (Category:" in model_view and "Post 3" not in model_view
-    assert sample["narrative"] not in model_view and sample["narrative"] in answer_key
+    assert sample["narrative"] not in model_view and sample["narrative"].split(".")[0].split()[0] in answer_key
     assert (chosen, rejected) == (sample["chosen"], sample["rejected"])
+    column = {name: index for index, name in enumerate(STORED_COLUMNS)}
     length_row = next(r for r in scores["data"] if r[0] == "baseline:length")
-    assert length_row[3:5] == [len(sample["chosen"]), len(sample["rejected"])]
+    assert [length_row[column["chosen score"]], length_row[column["rejected score"]]] == [
+        len(sample["chosen"]),
+        len(sample["rejected"]),
+    ]
+    runs = [r[column["run"]] for r in scores["data"] if r[0] == "baseline:length"]
+    assert len(runs) == len(set(runs))  # a full and a partial run of one model are told apart
+
+    # the text is the prompt builder's own: the user turn of a reward model, the pairwise judge's messages
+    item = make_eval_item(sample, SUBSETS[0], None, 0)
+    view_k0 = _value(space["client"].predict("0_0_0", 0, "reward model (default template)", api_name="/pair")[0])
+    assert user_message(item) in view_k0 and "no profile posts (profile-k = 0)" in view_k0 and "Top-0" not in view_k0
+    judge_view = _value(space["client"].predict("0_0_0", 0, "pairwise judge", api_name="/pair")[0])
+    assert PAIRWISE_SYSTEM in judge_view and pairwise_user_message(item, item.chosen, item.rejected) in judge_view
+    other_subset = space["client"].predict("2_0_3", 0, "reward model (default template)", api_name="/pair")
+    society = json.loads(
+        (REPO / "personalized_rewardbench/data/sample/Society_and_Culture.jsonl").read_text().splitlines()[3]
+    )
+    assert society["question"] in other_subset[0]  # /pair takes the ids of every subset
+
+
+def test_dataset_text_is_rendered_as_text():
+    from personalized_rewardbench.space.pairs import answer_key_markdown
+
+    row = {
+        "narrative": "I like <img src=https://evil.example/x.png> and ![t](https://evil.example/t.png)",
+        "rubric_aspects": [{"aspect": "<b>bold</b>", "reason": "[link](javascript:alert(1))", "evidence": "*e*"}],
+    }
+    text = answer_key_markdown(row)
+    for special in "<>[]()!*":  # every Markdown/HTML character of the row is escaped
+        assert (
+            re.search(r"(?<!\\)" + re.escape(special), text.replace("**", "").replace("_(", "").replace(")_", ""))
+            is None
+        ), special
+    assert "\\<img src=https://evil\\.example/x\\.png\\>" in text
 
 
 def test_refusals_reach_the_visitor_as_one_line(space):
