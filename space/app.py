@@ -31,9 +31,11 @@ import gradio as gr
 from personalized_rewardbench.data.schema import SUBSETS
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.space import board as board_views
+from personalized_rewardbench.space import compare as compare_views
 from personalized_rewardbench.space import pairs as pair_views
 from personalized_rewardbench.space import views as views
 from personalized_rewardbench.space.context import SpaceContext
+from personalized_rewardbench.space.data import find_row
 from personalized_rewardbench.space.errors import public_message
 from personalized_rewardbench.space.settings import (
     MAX_ANSWER_CHARS,
@@ -211,6 +213,39 @@ def pair_menu(subset, current=None):
     return gr.Dropdown(choices=choices, value=current if current in ids else (ids[0] if ids else None))
 
 
+@visitor_errors
+def compare(run_a, run_b):
+    """Two stored runs on the same pairs: per-subset difference with its interval, McNemar's p, agreement,
+    and the pairs where they disagree."""
+    result = compare_views.compare_runs(RESULTS, SOURCE, run_a, run_b)
+    disagreements = result["disagreements"]
+    return (
+        result["summary"],
+        gr.Dataframe(value=result["subsets"], visible=True),
+        gr.Dataframe(value=disagreements, visible=not disagreements.empty),
+    )
+
+
+def compare_menus(run_a, run_b):
+    """Both run menus with every stored run (refreshed when the tab is opened)."""
+    choices = compare_views.run_choices(RESULTS)
+    keys = [key for _, key in choices]
+    first, second = compare_views.default_pair(RESULTS)
+    return (
+        gr.Dropdown(choices=choices, value=run_a if run_a in keys else first),
+        gr.Dropdown(choices=choices, value=run_b if run_b in keys else second),
+    )
+
+
+def open_in_explore(table, evt: gr.SelectData):
+    """A click on a disagreement opens that pair in Explore."""
+    pair = str(table.iloc[evt.index[0]]["id"]) if table is not None and len(table) else ""
+    found = find_row(SOURCE, pair)
+    if found is None:  # a run on other data than this Space's: nothing to open
+        return gr.Tabs(), gr.Dropdown(), gr.Dropdown()
+    return gr.Tabs(selected="explore"), gr.Dropdown(value=found[0]), pair_menu(found[0], pair)
+
+
 # -- layout --------------------------------------------------------------------------------------
 def _intro() -> str:
     data = f"`{views.public_dataset(SOURCE.spec)}`" + (
@@ -233,7 +268,7 @@ TYPES, PROTOCOLS = board_views.filter_choices(RESULTS)
 
 with gr.Blocks(title="Personalized RewardBench") as demo:
     gr.Markdown(_intro())
-    with gr.Tabs():
+    with gr.Tabs(overflow_behavior="wrap", elem_id="tabs") as tabs:
         with gr.Tab("Leaderboard", id="board", elem_id="tab-board"):
             with gr.Row(equal_height=True):
                 search = gr.Textbox(
@@ -373,6 +408,37 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
                 interactive=False, wrap=True, pinned_columns=1, elem_id="stored-scores", visible=False
             )
 
+        with gr.Tab("Compare", id="compare", elem_id="tab-compare") as compare_tab:
+            gr.Markdown(
+                "Two stored runs on the same pairs, pair by pair. McNemar's exact test uses only the pairs where "
+                "exactly one run is right. Click a disagreement to open it in Explore."
+            )
+            first_run, second_run = compare_views.default_pair(RESULTS)
+            run_menu = compare_views.run_choices(RESULTS)
+            with gr.Row(elem_classes=["stack-on-phone"]):
+                run_a = gr.Dropdown(
+                    run_menu, value=first_run, label="Run A", min_width=280, elem_id="run-a", allow_custom_value=True
+                )
+                run_b = gr.Dropdown(
+                    run_menu, value=second_run, label="Run B", min_width=280, elem_id="run-b", allow_custom_value=True
+                )
+            compare_button = gr.Button("Compare", variant="primary", elem_id="compare-button")
+            compare_summary = gr.Markdown(elem_id="compare-summary")
+            compare_subsets = gr.Dataframe(
+                label="Per subset (A − B in points, 95 % interval of the paired difference)",
+                interactive=False,
+                visible=False,
+                pinned_columns=1,
+                elem_id="compare-subsets",
+            )
+            disagreements = gr.Dataframe(
+                label="Pairs where the runs disagree (click one to open it in Explore)",
+                interactive=False,
+                wrap=True,
+                visible=False,
+                elem_id="disagreements",
+            )
+
         with gr.Tab("Try your own"):
             with gr.Row():
                 with gr.Column():
@@ -423,6 +489,9 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
     )
     explore_subset.change(pair_menu, [explore_subset, pair_id], pair_id, api_visibility="private")
     pair_outputs = [model_view, answer_key, chosen_text, rejected_text, stored_scores]
+    compare_tab.select(compare_menus, [run_a, run_b], [run_a, run_b], api_visibility="private")
+    compare_button.click(compare, [run_a, run_b], [compare_summary, compare_subsets, disagreements], api_name="compare")
+    disagreements.select(open_in_explore, disagreements, [tabs, explore_subset, pair_id], api_visibility="private")
     pair_inputs = [pair_id, explore_k, prompt_kind]
     pair_id.change(show_pair, pair_inputs, pair_outputs, api_name="pair")
     for control in (explore_k, prompt_kind):

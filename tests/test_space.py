@@ -201,6 +201,59 @@ def test_dataset_text_is_rendered_as_text():
     assert "\\<img src=https://evil\\.example/x\\.png\\>" in text
 
 
+def _run_key(space, model: str, profile_k: int) -> str:
+    results = space["root"] / "results"
+    for path in results.rglob("results.json"):
+        payload = json.loads(path.read_text())
+        if (
+            payload["model"] == model
+            and payload["protocol"]["profile_k"] == profile_k
+            and payload["protocol"]["limit"] == LIMIT
+            and len(payload["protocol"]["subsets"] or SUBSETS) == len(SUBSETS)
+        ):
+            return str(path.parent.relative_to(results))
+    raise AssertionError(f"no run of {model} at k={profile_k}")
+
+
+def _correct(space, key: str) -> dict[str, bool]:
+    lines = (space["root"] / "results" / key / "scores.jsonl").read_text().splitlines()
+    return {r["id"]: r["chosen_score"] > r["rejected_score"] for r in map(json.loads, lines)}
+
+
+def test_compare_two_runs_through_the_api(space):
+    from scipy.stats import binomtest
+
+    client = space["client"]
+    for model, k in (
+        ("baseline:length", 0),
+        ("baseline:random", 0),
+        ("baseline:embedding", 0),
+        ("baseline:embedding", 2),
+    ):
+        _evaluate(client, model, k)
+    key_a, key_b = _run_key(space, "baseline:length", 0), _run_key(space, "baseline:random", 0)
+    summary, subsets, disagreements = map(_value, client.predict(key_a, key_b, api_name="/compare"))
+    a, b = _correct(space, key_a), _correct(space, key_b)
+    a_only = sum(a[i] and not b[i] for i in a)
+    b_only = sum(b[i] and not a[i] for i in a)
+    p = 1.0 if a_only + b_only == 0 else binomtest(a_only, a_only + b_only, 0.5).pvalue
+    assert f"p = **{p:.4g}**" in summary and f"A alone is right on {a_only}, B alone on {b_only}" in summary
+    overall = subsets["data"][-1]
+    assert overall[0] == "overall" and overall[1] == len(a) == LIMIT * len(SUBSETS)
+    assert overall[4] == round(100 * (a_only - b_only) / len(a), 2)
+    assert sorted(row[0] for row in disagreements["data"]) == sorted(i for i in a if a[i] != b[i])
+    assert all(row[3] == ("A" if a[row[0]] else "B") for row in disagreements["data"])
+
+    gain_summary = client.predict(
+        _run_key(space, "baseline:embedding", 2), _run_key(space, "baseline:embedding", 0), api_name="/compare"
+    )[0]
+    assert "Profile gain of baseline:embedding" in gain_summary
+    with pytest.raises(AppError, match="the same run"):
+        client.predict(key_a, key_a, api_name="/compare")
+    with pytest.raises(AppError, match="choose run A from the menu"):
+        client.predict("../../etc", key_b, api_name="/compare")
+
+
 def test_refusals_reach_the_visitor_as_one_line(space):
     client = space["client"]
     with pytest.raises(AppError, match=r"evil/model.*not in the list of choices"):
