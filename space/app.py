@@ -30,6 +30,7 @@ import gradio as gr
 
 from personalized_rewardbench.data.schema import SUBSETS
 from personalized_rewardbench.errors import UserError
+from personalized_rewardbench.space import about as about_views
 from personalized_rewardbench.space import board as board_views
 from personalized_rewardbench.space import compare as compare_views
 from personalized_rewardbench.space import pairs as pair_views
@@ -439,7 +440,7 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
                 elem_id="disagreements",
             )
 
-        with gr.Tab("Try your own"):
+        with gr.Tab("Try", id="try", elem_id="tab-try"):
             with gr.Row():
                 with gr.Column():
                     try_model = gr.Dropdown(MODEL_CHOICES, value=MODEL_CHOICES[0][1], label="Model (allowlisted)")
@@ -455,6 +456,13 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
             score = gr.Button("Score both answers", variant="primary")
             try_summary = gr.Markdown()
             try_json = gr.JSON(visible=False)
+
+        with gr.Tab("About", id="about", elem_id="tab-about"):
+            gr.Markdown(
+                about_views.about_markdown(os.environ.get("SPACE_ID"), SPACE.settings.results_repo),
+                elem_id="about-text",
+            )
+            gr.Code(about_views.CITATION, language=None, label="BibTeX", interactive=False, elem_id="citation")
 
     board_inputs = [type_filter, protocol_filter, search, columns, show_demo, chart_section, chart_subset]
     board_outputs = [component for name in SECTIONS for component in (headings[name], tables[name])]
