@@ -123,6 +123,7 @@ def leaderboard(type_filter, protocol_filter, search, columns, show_demo, chart_
                 value=frame,
                 visible=not frame.empty,
                 datatype=["markdown" if column == "model" else "str" for column in frame.columns],
+                column_widths=[board_views.WIDTHS[column] for column in frame.columns],
             ),
         ]
     shown = board_views.chart_sections(show_demo)
@@ -262,6 +263,24 @@ def _intro() -> str:
     )
 
 
+#: Phone layout (≤ 640 px): tabs wrap instead of hiding behind a menu, side-by-side rows stack, tables keep
+#: rank, model and overall pinned while the rest scrolls; dropdown arrows never cover their text.
+CSS = """
+.stack-on-phone { flex-wrap: wrap; }
+.wrap-inner input, input[role="listbox"] { padding-right: 2rem !important; text-overflow: ellipsis; }
+#tabs [role="tablist"] { flex-wrap: wrap; }
+@media (max-width: 640px) {
+  .stack-on-phone { flex-direction: column !important; }
+  .stack-on-phone > * { min-width: 100% !important; width: 100% !important; }
+  #tabs [role="tab"] { padding: 0.35rem 0.55rem !important; font-size: 0.9rem !important; }
+  .board-legend, .board-legend p { font-size: 0.8rem !important; }
+  #leaderboard td, #partial-leaderboard td, #demo-leaderboard td { font-size: 0.8rem; }
+  #leaderboard td:nth-child(2), #partial-leaderboard td:nth-child(2), #demo-leaderboard td:nth-child(2) {
+    max-width: 9.5rem; white-space: normal; word-break: break-word;
+  }
+}
+"""
+
 ALLOWED = list(SPACE.allowlist.models.values())
 MODEL_CHOICES = [(model.label, model.id) for model in ALLOWED]
 SUBSET_CHOICES = [name for name in SUBSETS if name in SOURCE.rows]
@@ -307,6 +326,7 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
                     elem_id=table_id,
                     pinned_columns=3,
                     max_height=420,
+                    wrap=True,
                 )
             with gr.Group(visible=SOURCE.is_demo_sample) as demo_group:
                 headings["demo"] = gr.Markdown(elem_id="demo-leaderboard-heading")
@@ -316,6 +336,7 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
                     elem_id="demo-leaderboard",
                     pinned_columns=3,
                     max_height=420,
+                    wrap=True,
                 )
             gr.Markdown("### Chart\nOne kind of run at a time; the bars are the 95 % intervals.")
             with gr.Row():
@@ -509,4 +530,4 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
 demo.queue(max_size=int(os.environ.get("PRBENCH_QUEUE_SIZE", "20")), default_concurrency_limit=2)
 
 if __name__ == "__main__":
-    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), show_error=False)
+    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), show_error=False, css=CSS)

@@ -34,6 +34,23 @@ OPTIONAL = [
 ]
 LEADERBOARD_COLUMNS = ALWAYS + OPTIONAL
 DEFAULT_COLUMNS = ["95% CI", "pairs", "coverage", "type", "protocol", *SHORT.values(), "macro", "k gain", "date"]
+#: column -> width on screen (the model name wraps; rank, model and overall stay pinned while the rest scrolls)
+WIDTHS = {
+    "rank": "52px",
+    "model": "150px",
+    OVERALL: "76px",
+    "95% CI": "140px",
+    "pairs": "64px",
+    "coverage": "150px",
+    "type": "110px",
+    "protocol": "110px",
+    **{short: "96px" for short in SHORT.values()},
+    "macro": "72px",
+    "k gain": "132px",
+    "p (next)": "80px",
+    "date": "104px",
+    "data": "240px",
+}
 CHART_SUBSETS = [OVERALL, *SHORT.values()]
 #: chart menu label -> leaderboard section
 CHART_SECTIONS = {"benchmark runs": "benchmark", "partial runs": "partial", "demo-sample runs": "demo"}
