@@ -242,7 +242,8 @@ def test_compare_two_runs_through_the_api(space):
     assert overall[0] == "overall" and overall[1] == len(a) == LIMIT * len(SUBSETS)
     assert overall[4] == round(100 * (a_only - b_only) / len(a), 2)
     assert sorted(row[0] for row in disagreements["data"]) == sorted(i for i in a if a[i] != b[i])
-    assert all(row[3] == ("A" if a[row[0]] else "B") for row in disagreements["data"])
+    assert disagreements["headers"] == ["id", "subset", "right", "question"]  # no answer-order column for scores
+    assert all(row[2] == ("A" if a[row[0]] else "B") for row in disagreements["data"])
 
     gain_summary = client.predict(
         _run_key(space, "baseline:embedding", 2), _run_key(space, "baseline:embedding", 0), api_name="/compare"

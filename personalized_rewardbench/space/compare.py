@@ -148,6 +148,8 @@ def compare_runs(folder: Path, source: Source | None, key_a: str | None, key_b: 
     return {
         "summary": "\n\n".join(lines),
         "subsets": pd.DataFrame(rows, columns=SUBSET_COLUMNS),
-        "disagreements": pd.DataFrame(shown, columns=DISAGREEMENT_COLUMNS),
+        "disagreements": pd.DataFrame(shown, columns=DISAGREEMENT_COLUMNS).drop(
+            columns=[] if any(row["order"] for row in shown) else ["order"]
+        ),
         "test": overall,
     }
