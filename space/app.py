@@ -38,6 +38,7 @@ from personalized_rewardbench.space import views as views
 from personalized_rewardbench.space.context import SpaceContext
 from personalized_rewardbench.space.data import find_row
 from personalized_rewardbench.space.errors import public_message
+from personalized_rewardbench.space.rate_limit import visitor_id
 from personalized_rewardbench.space.settings import (
     MAX_ANSWER_CHARS,
     MAX_POST_CHARS,
@@ -157,8 +158,10 @@ def refresh_store():
 
 
 @visitor_errors
-def evaluate(model_id, subsets, pairs, profile_k, progress=gr.Progress()):
+def evaluate(model_id, subsets, pairs, profile_k, request: gr.Request, progress=gr.Progress()):
     """Score an allowlisted model on the chosen pairs (or serve the identical stored run)."""
+    client = getattr(request, "client", None)
+    visitor = visitor_id(getattr(request, "headers", None), getattr(client, "host", None))
     progress(0, desc="loading the pairs")
     plan, payload = SPACE.runs.evaluate(
         model_id,
@@ -168,6 +171,7 @@ def evaluate(model_id, subsets, pairs, profile_k, progress=gr.Progress()):
         gpu_runner=lambda config, model, prepared, seconds: gpu_run(config, model, prepared, seconds, progress),
         on_progress=_reporter(progress),
         on_ranking=lambda done, total: progress((done, total), desc="ranking profile posts", unit="pairs"),
+        visitor=visitor,
     )
     results, records = payload["results"], payload["records"]
     worst = views.worst_pairs_frame(records, plan.data.items)
@@ -527,7 +531,12 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
         control.change(show_pair, pair_inputs, pair_outputs, api_visibility="private")
     demo.load(show_pair, pair_inputs, pair_outputs, api_visibility="private")
 
-demo.queue(max_size=int(os.environ.get("PRBENCH_QUEUE_SIZE", "20")), default_concurrency_limit=2)
+demo.queue(max_size=SPACE.settings.queue_size, default_concurrency_limit=2)
 
 if __name__ == "__main__":
-    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), show_error=False, css=CSS)
+    demo.launch(
+        server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+        show_error=False,
+        css=CSS,
+        max_file_size=SPACE.settings.max_file_size,  # the Space takes no files: refuse anonymous uploads
+    )

@@ -57,6 +57,7 @@ def space(tmp_path_factory):
         "PRBENCH_CACHE": str(root / "cache"),
         "PRBENCH_EXTRA_MODELS": str(tiny),
         "HF_TOKEN": SECRET,  # must never reach a page, an answer or the log
+        "PRBENCH_RUNS_PER_HOUR": "1000",  # these tests start many runs from one address
     }
     with running_space(root, **env) as url:
         yield {"client": Client(url, verbose=False), "url": url, "root": root, "tiny": str(tiny), "env": env}
@@ -501,11 +502,19 @@ def test_partial_runs_are_never_ranked_with_full_runs(tmp_path, capsys):
     [
         ({"PRBENCH_MODELS_FILE": "missing-models.yaml"}, "cannot read the allowlist missing-models.yaml"),
         ({"PRBENCH_SPACE_DATA": "hub:foo/bar", "HF_HUB_OFFLINE": "1"}, "hub:foo/bar: not in the local Hub cache"),
+        ({"PRBENCH_QUEUE_SIZE": "abc"}, "PRBENCH_QUEUE_SIZE='abc' is not a number"),
+        ({"PRBENCH_QUEUE_SIZE": "0"}, "PRBENCH_QUEUE_SIZE='0' must be a whole number of at least 1"),
+        ({"PRBENCH_MAX_PAIRS": "2.5"}, "PRBENCH_MAX_PAIRS='2.5' must be a whole number of at least 1"),
+        ({"PRBENCH_GPU_MAX_SECONDS": "nan"}, "PRBENCH_GPU_MAX_SECONDS='nan' must be a finite number"),
+        ({"PRBENCH_RUNS_PER_HOUR": "-1"}, "PRBENCH_RUNS_PER_HOUR='-1' must be a finite number of at least 0"),
+        ({"PRBENCH_RESULTS_DIR": "taken"}, "PRBENCH_RESULTS_DIR='taken' is a file; point it at a folder"),
+        ({"PRBENCH_MAX_FILE_SIZE": "lots"}, "PRBENCH_MAX_FILE_SIZE='lots' is not a size"),
     ],
 )
 def test_a_configuration_error_ends_start_up_in_one_line(tmp_path, env, message):
     import os
 
+    (tmp_path / "taken").write_text("a file, not a folder")
     started = subprocess.run(
         [sys.executable, str(APP)], cwd=tmp_path, env={**os.environ, **env}, capture_output=True, text=True, timeout=120
     )
@@ -513,6 +522,50 @@ def test_a_configuration_error_ends_start_up_in_one_line(tmp_path, env, message)
     err = started.stderr.strip()
     assert "Traceback" not in started.stderr and "\n" not in err, started.stderr
     assert err.startswith("space/app.py: error: ") and message in err
+
+
+def test_runs_per_visitor_are_limited_and_stored_runs_are_free(tmp_path):
+    space = _context(
+        tmp_path,
+        [{"id": "baseline:length", "type": "baseline"}, {"id": "baseline:random", "type": "baseline"}],
+        runs_per_hour=2,
+    )
+    space.start()
+    space.runs.evaluate("baseline:length", list(SUBSETS), 1, 0, visitor="1.2.3.4")
+    space.runs.evaluate("baseline:random", list(SUBSETS), 1, 0, visitor="1.2.3.4")
+    _plan, again = space.runs.evaluate("baseline:length", list(SUBSETS), 1, 0, visitor="1.2.3.4")
+    assert again["reused"]  # served from the store: not counted
+    with pytest.raises(
+        UserError, match=r"you started 2 runs in the last 60 minutes, this Space's limit; try again in 60"
+    ):
+        space.runs.evaluate("baseline:length", list(SUBSETS), 2, 0, visitor="1.2.3.4")
+    space.runs.evaluate("baseline:length", list(SUBSETS), 2, 0, visitor="5.6.7.8")  # another visitor
+    assert len(list(space.results_dir.rglob("results.json"))) == 3
+
+
+def test_uploads_are_refused_over_the_size_limit(space):
+    import urllib.error
+    import urllib.request
+
+    boundary = "prbench-boundary"
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="big.bin"\r\n'
+            "Content-Type: application/octet-stream\r\n\r\n"
+        ).encode()
+        + b"x" * 50_000
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    request = urllib.request.Request(
+        space["url"] + "/gradio_api/upload",
+        data=body,
+        headers={"Content-Type": f"multipart/form-data; boundary={boundary}"},
+        method="POST",
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code in (400, 413)
+    assert not list(space["root"].rglob("big.bin"))
 
 
 def test_results_store_commits_finished_runs_before_reporting(tmp_path, monkeypatch):

@@ -9,13 +9,14 @@ Plain pandas DataFrames and a matplotlib Figure; nothing here imports gradio.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from personalized_rewardbench.runs.leaderboard import SHORT, by_section, leaderboard_rows, with_significance
-from personalized_rewardbench.space.views import ALL, OVERALL, interval, pct, public_dataset
+from personalized_rewardbench.space.views import ALL, OVERALL, interval, pct, plain, public_dataset
 
 #: Every column a table can show, in order; the first three are always shown (and pinned on phones).
 ALWAYS = ["rank", "model", OVERALL]
@@ -70,12 +71,17 @@ EMPTY = {
 }
 
 
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}")
+
+
 def model_cell(model_id: str) -> str:
     """A model as the tables show it: a Hub id's name linked to its Hub page, local folders by name only."""
     if model_id.startswith("baseline:"):
         return model_id
     if Path(model_id).is_absolute():
-        return f"local: {Path(model_id).name}"
+        return f"local: {Path(model_id).name}"  # set by the operator (PRBENCH_EXTRA_MODELS)
+    if not _HUB_ID.fullmatch(model_id):  # e.g. a results.json from elsewhere: shown as the text it is
+        return plain(model_id)
     return f"[{model_name(model_id)}](https://huggingface.co/{model_id})"
 
 

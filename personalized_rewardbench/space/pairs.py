@@ -11,7 +11,6 @@ in each answer order instead of two scores.
 from __future__ import annotations
 
 import json
-import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from personalized_rewardbench.runs.results import SCORES_FILE, find_results
 from personalized_rewardbench.scoring.judge_prompts import pairwise_chat, score_chat
 from personalized_rewardbench.scoring.prompts import reward_chat
 from personalized_rewardbench.space.board import model_name
-from personalized_rewardbench.space.views import ORDERS, is_pairwise, orders_right, verdict_text
+from personalized_rewardbench.space.views import ORDERS, is_pairwise, orders_right, plain, verdict_text
 
 STORED_COLUMNS = [
     "model",
@@ -49,16 +48,6 @@ PROMPT_KINDS = (
     "pairwise judge",
     "rating judge",
 )
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&])")
-
-
-def plain(text: str) -> str:
-    """`text` escaped for Markdown: HTML tags, links, images and emphasis are shown as the characters they are.
-
-    >>> print(plain("<img src=x onerror=alert(1)> ![a](http://x)"))
-    \\<img src=x onerror=alert\\(1\\)\\> \\!\\[a\\]\\(http://x\\)
-    """
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
 def _cut(text: str, limit: int = 90) -> str:

@@ -22,6 +22,7 @@ from personalized_rewardbench.space.allowlist import AllowedModel, Allowlist
 from personalized_rewardbench.space.data import SpaceData, slim
 from personalized_rewardbench.space.errors import failed_run_message
 from personalized_rewardbench.space.gpu_budget import check_run_budget
+from personalized_rewardbench.space.rate_limit import RateLimiter
 from personalized_rewardbench.space.scorer_cache import ScorerCache, scorer_config
 from personalized_rewardbench.space.settings import MAX_PROFILE_K, SpaceSettings, in_range
 from personalized_rewardbench.space.store import ResultsStore
@@ -59,6 +60,7 @@ class RunService:
         self, settings: SpaceSettings, allowlist: Allowlist, scorers: ScorerCache, data: SpaceData, store: ResultsStore
     ):
         self.settings, self.allowlist, self.scorers, self.data, self.store = settings, allowlist, scorers, data, store
+        self.limiter = RateLimiter(settings.runs_per_hour)
 
     def plan(
         self,
@@ -95,10 +97,8 @@ class RunService:
         )
         data = self.data.prepare(config, on_ranking)
         seconds = check_run_budget(model, data.items, limit, self.settings.gpu_max_seconds)
-        stored = None
-        if not model.is_baseline:
-            with self.scorers.use(model) as scorer:
-                stored = find_stored_run(config, data, scorer, run_identity(config, data, scorer))
+        with self.scorers.use(model) as scorer:  # baselines too: a stored run costs no run of the visitor's limit
+            stored = find_stored_run(config, data, scorer, run_identity(config, data, scorer))
         notes = [note for note in (pairs_note, k_note) if note]
         return EvaluationPlan(model, config, data, seconds, stored, notes)
 
@@ -139,11 +139,16 @@ class RunService:
         gpu_runner: Runner | None = None,
         on_progress: Callable[[int, int], None] | None = None,
         on_ranking: Callable[[int, int], None] | None = None,
+        visitor: str = "local",
     ) -> tuple[EvaluationPlan, dict[str, Any]]:
-        """Plan, then serve from the store, run a baseline here, or run a model through `gpu_runner`."""
+        """Plan, then serve from the store, run a baseline here, or run a model through `gpu_runner`.
+
+        A new run counts against `visitor`'s hourly limit; a run served from the store does not."""
         plan = self.plan(model_id, subsets, pairs, profile_k, on_ranking)
-        if plan.stored is None and on_progress is not None:
-            on_progress(0, len(plan.data.items))
+        if plan.stored is None:
+            self.limiter.take(visitor)
+            if on_progress is not None:
+                on_progress(0, len(plan.data.items))
         if plan.stored is not None:
             payload = plan.stored
         elif plan.model.is_baseline or gpu_runner is None:

@@ -10,6 +10,7 @@ nothing here imports gradio, so each view is testable alone. Percentages are num
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,18 @@ OVERALL = "overall"
 DEMO_NOTE = "demo sample (written for this package): not benchmark data, not benchmark results"
 ORDERS = (("first", "chosen shown first"), ("second", "chosen shown second"))
 _VERDICT = {1: "chosen", 0: "rejected", -1: "no verdict"}
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&])")
+
+
+def plain(text: str) -> str:
+    """`text` escaped for Markdown: HTML tags, links, images and emphasis are shown as the characters they are.
+
+    >>> print(plain("<img src=x onerror=alert(1)> ![a](http://x)"))
+    \\<img src=x onerror=alert\\(1\\)\\> \\!\\[a\\]\\(http://x\\)
+    """
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
 def pct(value: float | None) -> float | None:
