@@ -18,6 +18,8 @@ import os
 import sys
 from pathlib import Path
 
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # ZeroGPU forks workers; tokenizers' threads must not run
+
 import spaces  # first: on ZeroGPU it must patch torch before CUDA is touched
 
 APP_DIR = Path(__file__).resolve().parent
@@ -95,7 +97,7 @@ def _reporter(progress):
 @spaces.GPU(duration=lambda config, model_id, prepared, seconds, progress=None: seconds)
 @visitor_errors
 def gpu_run(config, model_id, prepared, seconds, progress=None):
-    return SPACE.runs.execute(config, model_id, prepared, on_progress=_reporter(progress))
+    return SPACE.runs.execute(config, model_id, prepared, on_progress=_reporter(progress), requested_seconds=seconds)
 
 
 @spaces.GPU(duration=lambda model_id, item, seconds: seconds)
@@ -286,7 +288,8 @@ CSS = """
 """
 
 ALLOWED = list(SPACE.allowlist.models.values())
-MODEL_CHOICES = [(model.label, model.id) for model in ALLOWED]
+MODEL_CHOICES = [(SPACE.allowlist.label(model), model.id) for model in ALLOWED]
+AVAILABLE = [model.id for model in ALLOWED if model.id not in SPACE.allowlist.unavailable] or [ALLOWED[0].id]
 SUBSET_CHOICES = [name for name in SUBSETS if name in SOURCE.rows]
 TYPES, PROTOCOLS = board_views.filter_choices(RESULTS)
 
@@ -355,7 +358,7 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
         with gr.Tab("Evaluate", id="evaluate", elem_id="tab-evaluate"):
             with gr.Row(elem_classes=["stack-on-phone"]):
                 with gr.Column(scale=1, min_width=280):
-                    model = gr.Dropdown(MODEL_CHOICES, value=MODEL_CHOICES[0][1], label="Model (allowlisted)")
+                    model = gr.Dropdown(MODEL_CHOICES, value=AVAILABLE[0], label="Model (allowlisted)")
                     subsets = gr.CheckboxGroup(SUBSET_CHOICES, value=SUBSET_CHOICES, label="Subsets")
                     pairs = gr.Number(
                         value=min(8, SPACE.pair_limit()),
@@ -372,8 +375,17 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
                     run = gr.Button("Run", variant="primary", elem_id="run-button")
                     with gr.Accordion("Allowlisted models", open=False):
                         gr.Dataframe(
-                            [[m.id, m.type, m.size_b or "-", m.description] for m in ALLOWED],
-                            headers=["model", "type", "size (B)", "description"],
+                            [
+                                [
+                                    m.id,
+                                    m.type,
+                                    m.size_b or "-",
+                                    SPACE.allowlist.unavailable.get(m.id, "yes"),
+                                    m.description,
+                                ]
+                                for m in ALLOWED
+                            ],
+                            headers=["model", "type", "size (B)", "available", "description"],
                             interactive=False,
                             wrap=True,
                         )
@@ -468,7 +480,7 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
         with gr.Tab("Try", id="try", elem_id="tab-try"):
             with gr.Row():
                 with gr.Column():
-                    try_model = gr.Dropdown(MODEL_CHOICES, value=MODEL_CHOICES[0][1], label="Model (allowlisted)")
+                    try_model = gr.Dropdown(MODEL_CHOICES, value=AVAILABLE[0], label="Model (allowlisted)")
                     question = gr.Textbox(label="Question", lines=3, info=f"up to {MAX_QUESTION_CHARS} characters")
                     posts = gr.Textbox(
                         label="Profile posts (optional)",

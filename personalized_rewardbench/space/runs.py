@@ -18,10 +18,12 @@ from typing import Any
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.runs.config import RunConfig
 from personalized_rewardbench.runs.engine import PreparedData, finished_run, run_dir_for, run_evaluation, run_identity
+from personalized_rewardbench.runs.results import RESULTS_FILE
+from personalized_rewardbench.runs.score_log import write_json_atomic
 from personalized_rewardbench.space.allowlist import AllowedModel, Allowlist
 from personalized_rewardbench.space.data import SpaceData, slim
 from personalized_rewardbench.space.errors import failed_run_message
-from personalized_rewardbench.space.gpu_budget import check_run_budget
+from personalized_rewardbench.space.gpu_budget import check_run_budget, preload_seconds
 from personalized_rewardbench.space.rate_limit import RateLimiter
 from personalized_rewardbench.space.scorer_cache import ScorerCache, scorer_config
 from personalized_rewardbench.space.settings import MAX_PROFILE_K, SpaceSettings, in_range
@@ -61,6 +63,8 @@ class RunService:
     ):
         self.settings, self.allowlist, self.scorers, self.data, self.store = settings, allowlist, scorers, data, store
         self.limiter = RateLimiter(settings.runs_per_hour)
+        # a fresh ZeroGPU worker receives a copy of every preloaded model before it scores
+        self.preload = preload_seconds(list(allowlist.models.values())) if settings.zero_gpu else 0.0
 
     def plan(
         self,
@@ -96,7 +100,7 @@ class RunService:
             output=self.settings.results_dir,
         )
         data = self.data.prepare(config, on_ranking)
-        seconds = check_run_budget(model, data.items, limit, self.settings.gpu_max_seconds)
+        seconds = check_run_budget(model, data.items, limit, self.settings.gpu_max_seconds, self.preload)
         with self.scorers.use(model) as scorer:  # baselines too: a stored run costs no run of the visitor's limit
             stored = find_stored_run(config, data, scorer, run_identity(config, data, scorer))
         notes = [note for note in (pairs_note, k_note) if note]
@@ -108,9 +112,12 @@ class RunService:
         model_id: str,
         prepared: PreparedData | None = None,
         on_progress: Callable[[int, int], None] | None = None,
+        requested_seconds: int | None = None,
     ) -> dict[str, Any]:
         """Score the prepared items through the engine (the GPU part on Spaces); returns a picklable payload.
 
+        A new run records the GPU seconds requested for it (`runtime.gpu_seconds_requested`) beside the
+        engine's measured `runtime.seconds`, so the estimate can be tuned from real runs.
         Library errors are logged whole and re-raised in words fit for a visitor (no server paths)."""
         model = self.allowlist.get(model_id)
         data = prepared if prepared is not None else self.data.prepare(config)
@@ -122,8 +129,12 @@ class RunService:
         except UserError as error:
             logger.warning("run of %s failed: %s", model_id, error)
             raise UserError(failed_run_message(str(error))) from None
+        results = outcome.results
+        if requested_seconds is not None and not outcome.reused:
+            results = {**results, "runtime": {**results.get("runtime", {}), "gpu_seconds_requested": requested_seconds}}
+            write_json_atomic(outcome.run_dir / RESULTS_FILE, results)
         return {
-            "results": outcome.results,
+            "results": results,
             "records": outcome.records,
             "run_dir": str(outcome.run_dir),
             "reused": outcome.reused,
@@ -152,7 +163,7 @@ class RunService:
         if plan.stored is not None:
             payload = plan.stored
         elif plan.model.is_baseline or gpu_runner is None:
-            payload = self.execute(plan.config, plan.model.id, plan.data, on_progress)
+            payload = self.execute(plan.config, plan.model.id, plan.data, on_progress, plan.gpu_seconds or None)
         else:
             payload = gpu_runner(plan.config, plan.model.id, slim(plan.data), plan.gpu_seconds)
         if not payload["reused"]:

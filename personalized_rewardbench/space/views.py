@@ -95,10 +95,12 @@ def _interval_note(results: dict[str, Any]) -> str:
 def _judge_lines(results: dict[str, Any]) -> list[str]:
     verdicts = results["num_verdicts"]
     lines = [
-        f"### {results['model']} ({results['model_type']}): **{100 * results['accuracy']:.2f} %** accuracy over {verdicts} verdicts",
+        f"### {results['model']} ({results['model_type']}): **{100 * results['accuracy']:.2f} %** accuracy "
+        f"over {verdicts} verdicts",
         f"{results['num_pairs']} pairs, each judged twice (chosen shown first, then second). 95 % interval "
-        f"{interval(*results['ci95'])}{_interval_note(results)}; no verdict: {results.get('no_verdict', results.get('ties', 0))} "
-        f"of {verdicts}; protocol {protocol_label(results)}; data {public_dataset(results.get('dataset'))}.",
+        f"{interval(*results['ci95'])}{_interval_note(results)}; "
+        f"no verdict: {results.get('no_verdict', results.get('ties', 0))} of {verdicts}; "
+        f"protocol {protocol_label(results)}; data {public_dataset(results.get('dataset'))}.",
     ]
     if "ci95_pairs" in results:
         lines.append(f"95 % interval at the pair level: {interval(*results['ci95_pairs'])}.")
@@ -124,7 +126,8 @@ def summary_markdown(results: dict[str, Any], reused: bool, notices: list[str]) 
         lines = [
             f"### {results['model']} ({results['model_type']}): **{100 * results['accuracy']:.2f} %** accuracy",
             f"95 % interval {interval(*results['ci95'])} over {results['num_pairs']} pairs "
-            f"(ties: {results['ties']}); protocol {protocol_label(results)}; data {public_dataset(results.get('dataset'))}.",
+            f"(ties: {results['ties']}); protocol {protocol_label(results)}; "
+            f"data {public_dataset(results.get('dataset'))}.",
         ]
         if "no_verdict" in results:
             lines.append(
