@@ -8,11 +8,34 @@ Each scored item is a dict with at least `chosen_score`, `rejected_score` and `t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from personalized_rewardbench.data.eval_items import EvalItem
 
 ScoreRecord = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class AnswerGroup:
+    """One prompt -- the question and ranked posts of `item` -- and the answers to score against it.
+
+    `item.chosen` / `item.rejected` are not read. The answers of a group share their prompt, so a scorer
+    runs the prompt once and every answer on top of it (Best-of-N candidates, an RL group of completions).
+    """
+
+    item: EvalItem
+    answers: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AnswerScores:
+    """Pointwise scores of one group's answers, in order, and how the prompt was fitted to the max length."""
+
+    scores: tuple[float, ...]
+    truncated: bool = False  # profile posts were dropped to fit
+    question_shortened: bool = False  # no posts left and still too long: the question's end was cut
 
 
 class Scorer(Protocol):
@@ -28,6 +51,13 @@ class Scorer(Protocol):
 
     def score(self, items: list[EvalItem], batch: list[int]) -> list[ScoreRecord]:
         """One record per index of `batch`, in that order."""
+
+    def score_answers(self, groups: Sequence[AnswerGroup]) -> list[AnswerScores]:
+        """Pointwise scores of every group's answers (Best-of-N, RL rewards); one result per group, in order.
+
+        The same prompt builder, fitting (over all answers of the group) and score rule as `score`: the group
+        (chosen, rejected) of an item scores exactly what `score` gives that pair. Scorers that only compare
+        two answers (a pairwise judge) raise `UserError`."""
 
 
 def fixed_batches(count: int, size: int) -> list[list[int]]:
