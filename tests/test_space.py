@@ -357,6 +357,9 @@ def test_space_card_lists_the_allowlist_and_pins_the_stack():
     for package in ("transformers", "datasets", "evaluate", "huggingface_hub", "spaces"):
         assert pins[package] == project[package], package
     assert "torch" in pins
+    lines = [line for line in (SPACE_DIR / "requirements.txt").read_text().splitlines() if line and line[0] != "#"]
+    assert all("==" in line for line in lines), [line for line in lines if "==" not in line]  # every one pinned
+    assert {"scipy", "matplotlib"} <= set(pins)
 
 
 def test_gpu_estimate_grows_with_pairs_and_size_and_refuses_big_runs(tmp_path):
