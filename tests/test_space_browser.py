@@ -107,7 +107,7 @@ def test_leaderboard(page):
     search = tab.locator("#board-search textarea, #board-search input").first
     search.fill("length")
     tab.wait_for_function(
-        "() => document.querySelectorAll(\"#demo-leaderboard [role=grid] [role=row]:not([aria-rowindex='1'])\").length == 1"
+        "(selector) => document.querySelectorAll(selector).length == 1", arg=_row_selector("demo-leaderboard")
     )
     assert "baseline:length" in _rows(tab, "demo-leaderboard")[0]
     search.fill("")
