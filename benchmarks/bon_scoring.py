@@ -93,7 +93,6 @@ def main() -> None:
                 "speedup": round(best["full"] / best["shared"], 2),
                 "max_abs_score_diff": diff,
                 "rankings_identical": identical,
-                "shared_prefix_stats": scorers["shared"].runtime_stats(),
             }
         )
     )
