@@ -220,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_evaluate_parser(commands)
     _add_space_parser(commands)
+    from personalized_rewardbench.rewards.cli import register as register_rewards
+
+    register_rewards(commands)
     release = commands.add_parser("release", help="build, inspect and publish versioned Hub dataset releases")
     release_commands = release.add_subparsers(dest="release_command", required=True)
     build = release_commands.add_parser("build", help="write a complete Hub dataset folder")
