@@ -133,7 +133,9 @@ def test_full_profile_column_is_ranked_like_evaluate(models, cache):
     )[0]
     reward = PersonalizedReward(str(rm), profile_k=K, retriever="bm25", device="cpu", dtype="float32")
     answers = ["One answer.", "Another, longer answer about anime."]
-    from_profile = reward(None, answers, question=[raw["question"]] * 2, profile=[raw["profile"]] * 2, id=[raw["id"]] * 2)
+    from_profile = reward(
+        None, answers, question=[raw["question"]] * 2, profile=[raw["profile"]] * 2, id=[raw["id"]] * 2
+    )
     from_posts = reward(None, answers, question=[ranked["question"]] * 2, posts=[ranked["posts"]] * 2)
     assert from_profile == from_posts
 
@@ -156,7 +158,9 @@ def test_truncation_is_reported_and_logged(models):
     assert extra["personalized_reward/truncated"] == [True, True]
     assert metrics["personalized_reward/mean"] == pytest.approx(sum(scores) / 2)
     scorer = _direct_scorer(rm, profile_k=3, max_length=400)
-    item = EvalItem("x", "", "Which anime should I watch?", parse_posts(long_posts), "A short answer.", "Another short answer.")
+    item = EvalItem(
+        "x", "", "Which anime should I watch?", parse_posts(long_posts), "A short answer.", "Another short answer."
+    )
     (record,) = scorer.score([item], scorer.plan([item])[0])
     assert record["truncated"] is True
     assert scores == pytest.approx([record["chosen_score"], record["rejected_score"]], rel=1e-4, abs=1e-5)

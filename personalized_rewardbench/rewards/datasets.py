@@ -123,9 +123,7 @@ def verl_rows(items: Sequence[EvalItem], split: str = "train", template: str = "
     ]
 
 
-def write_verl_parquet(
-    items: Sequence[EvalItem], path: Path, split: str = "train", template: str = "default"
-) -> Path:
+def write_verl_parquet(items: Sequence[EvalItem], path: Path, split: str = "train", template: str = "default") -> Path:
     """Write `items` as verl prompt parquet at `path` (atomically: temp file, then rename)."""
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -67,7 +67,9 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
 class RewardService:
     """Parsing, ranking and batching around one scorer (usable without HTTP, e.g. in tests)."""
 
-    def __init__(self, scorer: Scorer, settings: RewardSettings, limits: ServerLimits, data_revision: str | None = None):
+    def __init__(
+        self, scorer: Scorer, settings: RewardSettings, limits: ServerLimits, data_revision: str | None = None
+    ):
         self.scorer, self.settings, self.limits = scorer, settings, limits
         self.ranker = ProfileRanker(settings.retriever, settings.cache_dir, data_revision)
         self.tokenizer = getattr(scorer, "tokenizer", None)
@@ -80,7 +82,11 @@ class RewardService:
 
     def info(self) -> dict[str, Any]:
         retriever = self.ranker.name if self.settings.profile_k > 0 else "none"
-        return {**describe(self.settings, self.scorer, retriever), "limits": asdict(self.limits), "version": __version__}
+        return {
+            **describe(self.settings, self.scorer, retriever),
+            "limits": asdict(self.limits),
+            "version": __version__,
+        }
 
     def parse(self, payload: Any) -> list[RewardEntry]:
         """Entries of a decoded JSON body; raises RequestError (4xx) for anything malformed."""

@@ -94,7 +94,10 @@ class PersonalizedReward:
         questions = _column(columns, "question", count)
         ids = columns.get("id")
         if columns.get("posts") is not None:
-            posts = [parse_posts(value, f"posts of row {n}")[: self.settings.profile_k] for n, value in enumerate(_column(columns, "posts", count))]
+            posts = [
+                parse_posts(value, f"posts of row {n}")[: self.settings.profile_k]
+                for n, value in enumerate(_column(columns, "posts", count))
+            ]
         elif columns.get("profile") is not None and self.settings.profile_k > 0:
             posts = self.ranker.top_posts(questions, _column(columns, "profile", count), self.settings.profile_k, ids)
         elif self.settings.profile_k > 0:
