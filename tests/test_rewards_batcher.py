@@ -18,15 +18,16 @@ class GatedScorer:
         self.entered = threading.Event()
         self.calls: list[list[int]] = []
 
-    def __call__(self, entries: list[int]) -> list[int]:
+    def __call__(self, requests: list[list[int]]) -> list[list[int]]:
         self.entered.set()
         self.gate.wait(10)
-        self.calls.append(list(entries))
+        entries = [entry for request in requests for entry in request]
+        self.calls.append(entries)
         if any(entry < 0 for entry in entries):
             raise UserError("negative entry")
         if any(entry == 13 for entry in entries):
             raise RuntimeError("unlucky")
-        return [2 * entry for entry in entries]
+        return [[2 * entry for entry in request] for request in requests]
 
 
 def _started(scorer, **options) -> MicroBatcher:

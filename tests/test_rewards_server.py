@@ -287,3 +287,19 @@ def test_prbench_reward_data_writes_verl_and_trl_files(tmp_path):
     assert trl.returncode == 0, trl.stderr
     lines = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
     assert [line["question"] for line in lines] == [r["extra_info"]["question"] for r in rows]
+
+
+def test_batched_requests_score_as_they_would_alone(rm):
+    """Requests about the same prompt share a group, but one request's long answer must not cost another posts."""
+    from personalized_rewardbench.rewards.entries import RewardEntry, prompt_item, score_entries, score_requests
+
+    scorer = build_scorer(RewardSettings(str(rm), profile_k=3, device="cpu", dtype="float32", max_length=400))
+    posts = parse_posts([{"category": "anime", "text": " ".join(["word"] * 100)} for _ in range(3)])
+    prompt = prompt_item("Which anime should I watch?", posts, "p")
+    short = [RewardEntry(prompt, "Watch Mushishi.")]
+    long = [RewardEntry(prompt, " ".join(["calm"] * 150))]
+    together = score_requests(scorer, [short, long])
+    alone = [score_requests(scorer, [short])[0], score_requests(scorer, [long])[0]]
+    assert alone[0][0].truncated is False and alone[1][0].truncated is True  # the setup bites
+    assert score_entries(scorer, short + long)[0].truncated is True  # one group: fitted over both answers
+    assert together == alone

@@ -2,7 +2,7 @@
 
 One worker thread owns the model. It takes the oldest waiting request, then keeps taking requests for at
 most `max_wait_s` (bounded wait) while their summed token cost stays under `budget_tokens`; the batch is
-scored in one `score_fn` call and every request gets its own slice of the results. The queue is bounded:
+scored in one `score_fn` call, which returns every request's own results. The queue is bounded:
 `submit` raises `QueueFull` at once instead of letting latency grow without limit.
 
 When a batch fails with a `UserError` (a request the model cannot score, e.g. an answer longer than the
@@ -46,11 +46,12 @@ class BatcherStats:
 
 
 class MicroBatcher(Generic[Entry, Result]):
-    """Collects concurrent requests into batches for `score_fn(entries) -> results` (same length, same order)."""
+    """Collects concurrent requests into batches for `score_fn(requests) -> results`: one list of results per
+    request (its entries' results, in order)."""
 
     def __init__(
         self,
-        score_fn: Callable[[list[Entry]], list[Result]],
+        score_fn: Callable[[list[list[Entry]]], list[list[Result]]],
         *,
         budget_tokens: int,
         max_wait_s: float = 0.01,
@@ -141,7 +142,7 @@ class MicroBatcher(Generic[Entry, Result]):
         self.stats.entries += sum(len(r.entries) for r in batch)
         self.stats.largest_batch = max(self.stats.largest_batch, len(batch))
         try:
-            results = self._call([entry for request in batch for entry in request.entries])
+            results = self._call([list(request.entries) for request in batch])
         except UserError as error:
             if len(batch) == 1:
                 batch[0].future.set_exception(error)
@@ -153,19 +154,17 @@ class MicroBatcher(Generic[Entry, Result]):
             for request in batch:
                 request.future.set_exception(error)
             return
-        start = 0
-        for request in batch:
-            request.future.set_result(results[start : start + len(request.entries)])
-            start += len(request.entries)
+        for request, result in zip(batch, results):
+            request.future.set_result(result)
 
     def _score_alone(self, request: _Request) -> None:
         try:
-            request.future.set_result(self._call(list(request.entries)))
+            request.future.set_result(self._call([list(request.entries)])[0])
         except Exception as error:  # noqa: BLE001
             request.future.set_exception(error)
 
-    def _call(self, entries: list[Entry]) -> list[Any]:
-        results = self.score_fn(entries)
-        if len(results) != len(entries):
-            raise RuntimeError(f"the scorer returned {len(results)} results for {len(entries)} entries")
+    def _call(self, requests: list[list[Entry]]) -> list[list[Any]]:
+        results = self.score_fn(requests)
+        if [len(r) for r in results] != [len(r) for r in requests]:
+            raise RuntimeError("the scorer did not return one result per entry of every request")
         return results

@@ -108,6 +108,31 @@ def group_entries(entries: Sequence[RewardEntry]) -> tuple[list[AnswerGroup], li
     return [AnswerGroup(item, tuple(texts)) for item, texts in zip(items, answers)], where
 
 
+def score_requests(scorer: Scorer, requests: Sequence[Sequence[RewardEntry]]) -> list[list[EntryScore]]:
+    """Scores of several requests scored together; each request's scores are those it gets alone.
+
+    Entries of different requests about the same prompt share one group, but a group is fitted to the max
+    length over all its answers: where that dropped posts (or shortened the question), each request's part
+    of the group is scored again on its own, so no request's score depends on what else was batched."""
+    flat = [entry for request in requests for entry in request]
+    origin = [n for n, request in enumerate(requests) for _entry in request]
+    scores = score_entries(scorer, flat)
+    _groups, where = group_entries(flat)
+    origins: dict[int, set[int]] = {}
+    for i, (group, _answer) in enumerate(where):
+        origins.setdefault(group, set()).add(origin[i])
+    refit = {g for (g, _a), s in zip(where, scores) if (s.truncated or s.question_shortened) and len(origins[g]) > 1}
+    for n in range(len(requests)):
+        redo = [i for i, (group, _answer) in enumerate(where) if group in refit and origin[i] == n]
+        for i, score in zip(redo, score_entries(scorer, [flat[i] for i in redo])):
+            scores[i] = score
+    results, start = [], 0
+    for request in requests:
+        results.append(scores[start : start + len(request)])
+        start += len(request)
+    return results
+
+
 def score_entries(scorer: Scorer, entries: Sequence[RewardEntry]) -> list[EntryScore]:
     """Scores of `entries` in order, through `scorer.score_answers` (one group per distinct prompt)."""
     if not entries:

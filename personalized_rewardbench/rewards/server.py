@@ -27,7 +27,7 @@ from starlette.concurrency import run_in_threadpool
 from personalized_rewardbench import __version__
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.rewards.batcher import MicroBatcher, QueueFull
-from personalized_rewardbench.rewards.entries import EntryScore, RewardEntry, parse_posts, prompt_item, score_entries
+from personalized_rewardbench.rewards.entries import EntryScore, RewardEntry, parse_posts, prompt_item, score_requests
 from personalized_rewardbench.rewards.ranking import ProfileRanker
 from personalized_rewardbench.rewards.settings import RewardSettings, describe
 from personalized_rewardbench.scoring.base import Scorer
@@ -74,7 +74,7 @@ class RewardService:
         self.ranker = ProfileRanker(settings.retriever, settings.cache_dir, data_revision)
         self.tokenizer = getattr(scorer, "tokenizer", None)
         self.batcher: MicroBatcher[RewardEntry, EntryScore] = MicroBatcher(
-            lambda entries: score_entries(scorer, entries),
+            lambda requests: score_requests(scorer, requests),
             budget_tokens=limits.micro_batch_tokens,
             max_wait_s=limits.max_wait_ms / 1000,
             max_queue=limits.max_queue,
