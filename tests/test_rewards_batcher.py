@@ -86,3 +86,19 @@ def test_a_bad_request_fails_alone_and_internal_errors_reach_every_request():
         assert batcher.submit_nowait([7], cost=1).result(5) == [14]  # the worker survives
     finally:
         batcher.stop()
+
+
+def test_a_shared_prompt_counts_once_against_the_budget():
+    scorer = GatedScorer()
+    batcher = _started(scorer)
+    try:
+        batcher.submit_nowait([0], cost=1)
+        assert scorer.entered.wait(5)
+        # each request: 10 answer tokens + a 60-token prompt; four on one prompt fit 100 tokens (60 + 4 x 10)
+        same = [batcher.submit_nowait([n], cost=10, shared={"prompt A": 60}) for n in (1, 2, 3, 4)]
+        other = batcher.submit_nowait([5], cost=10, shared={"prompt B": 60})
+        scorer.gate.set()
+        assert [f.result(5) for f in same] == [[2], [4], [6], [8]] and other.result(5) == [10]
+    finally:
+        batcher.stop()
+    assert scorer.calls == [[0], [1, 2, 3, 4], [5]]

@@ -1,7 +1,8 @@
 """Micro-batching for the reward server: requests that arrive together are scored in one call.
 
 One worker thread owns the model. It takes the oldest waiting request, then keeps taking requests for at
-most `max_wait_s` (bounded wait) while their summed token cost stays under `budget_tokens`; the batch is
+most `max_wait_s` (bounded wait) while their token cost stays under `budget_tokens` (a prompt shared by
+several requests counts once: they are scored on one shared prompt); the batch is
 scored in one `score_fn` call, which returns every request's own results. The queue is bounded:
 `submit` raises `QueueFull` at once instead of letting latency grow without limit.
 
@@ -15,7 +16,7 @@ import asyncio
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -33,8 +34,13 @@ class QueueFull(Exception):
 @dataclass
 class _Request(Generic[Entry]):
     entries: Sequence[Entry]
-    cost: int
+    cost: int  # tokens of its own (the answers)
+    shared: Mapping[Hashable, int]  # tokens of parts a batch holds once however many requests have them (prompts)
     future: Future = field(default_factory=Future)
+
+    def added_cost(self, seen: set[Hashable]) -> int:
+        """Tokens this request adds to a batch that already holds the shared parts `seen`."""
+        return self.cost + sum(tokens for key, tokens in self.shared.items() if key not in seen)
 
 
 @dataclass
@@ -85,20 +91,26 @@ class MicroBatcher(Generic[Entry, Result]):
         return self._thread is not None and self._thread.is_alive()
 
     # -- submitting -------------------------------------------------------------------------------
-    def submit_nowait(self, entries: Sequence[Entry], cost: int) -> Future:
-        """Queue one request; its future gets the results of `entries`. Raises `QueueFull`."""
+    def submit_nowait(
+        self, entries: Sequence[Entry], cost: int, shared: Mapping[Hashable, int] | None = None
+    ) -> Future:
+        """Queue one request; its future gets the results of `entries`. Raises `QueueFull`.
+
+        `cost`: the request's own tokens; `shared`: tokens of parts (by key) that a batch counts once."""
         if not self.alive:
             raise RuntimeError("the reward batcher is not running")
-        request = _Request(list(entries), max(1, cost))
+        request = _Request(list(entries), max(1, cost), dict(shared or {}))
         try:
             self._queue.put_nowait(request)
         except queue.Full:
             raise QueueFull(f"{self.max_queue} requests are waiting already") from None
         return request.future
 
-    async def submit(self, entries: Sequence[Entry], cost: int) -> list[Result]:
+    async def submit(
+        self, entries: Sequence[Entry], cost: int, shared: Mapping[Hashable, int] | None = None
+    ) -> list[Result]:
         """Queue one request and wait for its results (from async code)."""
-        return await asyncio.wrap_future(self.submit_nowait(entries, cost))
+        return await asyncio.wrap_future(self.submit_nowait(entries, cost, shared))
 
     # -- the worker -------------------------------------------------------------------------------
     def _next(self, timeout: float | None) -> _Request | None:
@@ -108,7 +120,9 @@ class MicroBatcher(Generic[Entry, Result]):
         return self._queue.get(timeout=timeout) if timeout is None or timeout > 0 else self._queue.get_nowait()
 
     def _collect(self, first: _Request) -> list[_Request]:
-        batch, tokens = [first], first.cost
+        seen: set[Hashable] = set()
+        batch, tokens = [first], first.added_cost(seen)
+        seen.update(first.shared)
         deadline = time.monotonic() + self.max_wait_s
         while tokens < self.budget_tokens:
             try:
@@ -118,11 +132,13 @@ class MicroBatcher(Generic[Entry, Result]):
             if request is None:  # stop: put the sentinel back for the main loop
                 self._queue.put(None)
                 break
-            if tokens + request.cost > self.budget_tokens:
+            added = request.added_cost(seen)
+            if tokens + added > self.budget_tokens:
                 self._held = request
                 break
             batch.append(request)
-            tokens += request.cost
+            tokens += added
+            seen.update(request.shared)
         return batch
 
     def _run(self) -> None:

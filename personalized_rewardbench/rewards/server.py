@@ -123,13 +123,17 @@ class RewardService:
         except UserError as error:
             raise RequestError(422, str(error)) from None
 
-    def cost(self, entries: list[RewardEntry]) -> int:
-        """Tokens a request adds to a batch: each distinct prompt once, every answer (text-only estimate)."""
-        prompts = {(e.item.question, e.item.posts) for e in entries}
+    def cost(self, entries: list[RewardEntry]) -> tuple[int, dict[tuple, int]]:
+        """(answer tokens, {prompt: prompt tokens}) of a request: a batch counts each distinct prompt once.
+
+        A text-only estimate (no chat scaffolding); without a tokenizer, 4 characters a token."""
+        prompts = list({(e.item.question, e.item.posts) for e in entries})
         texts = [q + "".join(p.text for p in posts) for q, posts in prompts] + [e.answer for e in entries]
         if self.tokenizer is None:
-            return sum(len(t) for t in texts) // 4 + 1
-        return sum(len(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"])
+            lengths = [len(text) // 4 + 1 for text in texts]
+        else:
+            lengths = [len(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
+        return sum(lengths[len(prompts) :]), dict(zip(prompts, lengths[: len(prompts)]))
 
 
 def _check_item(n: int, item: Any) -> None:
@@ -194,8 +198,8 @@ def create_app(service: RewardService) -> FastAPI:
             except (json.JSONDecodeError, UnicodeDecodeError) as error:
                 raise RequestError(400, f"the body is not valid JSON ({error})") from None
             entries = await run_in_threadpool(service.parse, payload)
-            cost = await run_in_threadpool(service.cost, entries)
-            scores = await service.batcher.submit(entries, cost)
+            cost, shared = await run_in_threadpool(service.cost, entries)
+            scores = await service.batcher.submit(entries, cost, shared)
         except RequestError as error:
             return _error(error.status, error.message)
         except QueueFull as error:
