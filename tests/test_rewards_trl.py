@@ -116,7 +116,8 @@ def test_reward_equals_evaluate_scores_and_takes_text_completions(models, cache)
     # prbench evaluate's own path: the pair (chosen, rejected) through plan + score
     scorer = _direct_scorer(rm)
     item = replace(_item(row), chosen=answers[0], rejected=answers[1])
-    (record,) = scorer.score([item], scorer.plan([item])[0])
+    plan = scorer.plan([item])
+    (record,) = scorer.score(plan, plan.batches[0])
     assert text_scores == pytest.approx([record["chosen_score"], record["rejected_score"]], rel=1e-4, abs=1e-5)
     assert text_scores[0] != text_scores[1]
 
@@ -161,7 +162,8 @@ def test_truncation_is_reported_and_logged(models):
     item = EvalItem(
         "x", "", "Which anime should I watch?", parse_posts(long_posts), "A short answer.", "Another short answer."
     )
-    (record,) = scorer.score([item], scorer.plan([item])[0])
+    plan = scorer.plan([item])
+    (record,) = scorer.score(plan, plan.batches[0])
     assert record["truncated"] is True
     assert scores == pytest.approx([record["chosen_score"], record["rejected_score"]], rel=1e-4, abs=1e-5)
 
