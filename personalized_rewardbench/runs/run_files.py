@@ -47,7 +47,7 @@ def _is_fraction(value: Any) -> bool:
 
 
 def _interval(value: Any) -> bool:
-    return isinstance(value, list) and len(value) == 2 and all(_is_fraction(v) for v in value)
+    return isinstance(value, list) and len(value) == 2 and all(_is_number(v) for v in value)
 
 
 def _figures_problem(figures: Any, where: str, judge: bool, required: tuple[str, ...]) -> str | None:
