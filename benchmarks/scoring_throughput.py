@@ -17,7 +17,8 @@ so that its peak memory is its own: `resource.getrusage(RUSAGE_SELF).ru_maxrss` 
 which sees torch's allocations, unlike tracemalloc) at the end of the timed pass. The two paths run
 alternately (a b, b a, ...) and `--repeats` times; throughput is the best (fastest) repeat of each
 path, which is the measurement least disturbed by other work on the machine. Time includes
-tokenization and, for the engine, planning and its one shared-prefix check.
+tokenization and, for the engine, planning (its one shared-prefix check, once per model, runs in the
+warm-up plan).
 
     .venv/bin/python benchmarks/scoring_throughput.py            # about 3-5 minutes on 2 CPU cores
 
@@ -98,14 +99,16 @@ def _engine(model_dir: str, items, batch_tokens: int | None = None):
     # (dtype auto: float32 on CPU)
     scorer = make_scorer(RunConfig(model=model_dir, device="cpu", batch_tokens=batch_tokens))
     warm = EvalItem("warm", items[0].subset, "warm up", (), "yes", "no")
-    scorer.score([warm], [0])
+    warm_plan = scorer.plan([warm])
+    scorer.score(warm_plan, warm_plan.batches[0])
     after_load = _peak_mib()
     started = time.perf_counter()
     records = {}
-    for batch in scorer.plan(items):
-        records.update(zip(batch, scorer.score(items, batch)))
+    plan = scorer.plan(items)
+    for batch in plan.batches:
+        records.update(zip(batch, scorer.score(plan, batch)))
     seconds = time.perf_counter() - started
-    stats = scorer.runtime_stats()
+    stats = scorer.runtime_stats(plan)
     chosen = [records[i]["chosen_score"] for i in range(len(items))]
     rejected = [records[i]["rejected_score"] for i in range(len(items))]
     return (

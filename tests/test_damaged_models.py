@@ -12,9 +12,10 @@ import struct
 from pathlib import Path
 
 import pytest
-from tiny_models import build_tiny_causal_lm, build_tiny_reward_model
+from error_lines import one_error
 
 from personalized_rewardbench.cli import main
+from personalized_rewardbench.testing.tiny_models import build_tiny_causal_lm, build_tiny_reward_model
 
 
 def _weights(folder: Path) -> bytes:
@@ -126,7 +127,7 @@ def test_a_damaged_checkpoint_is_one_line_naming_the_file(
     code = main([*args, "--output", str(out), "--no-progress"])
     err = capsys.readouterr().err.strip()
     assert code == 2, (name, err)
-    assert "\n" not in err and "Traceback" not in err and err.startswith("prbench: error: "), err
+    assert one_error(err) and "Traceback" not in err and err.startswith("prbench: error: "), err
     assert str(folder) in err and named in err, (name, err)
     assert not out.exists()
 
@@ -138,4 +139,4 @@ def test_a_model_safetensors_that_is_a_folder_is_one_line(checkpoints, tmp_path,
     (folder / "model.safetensors").mkdir()
     assert main(["evaluate", "--model", str(folder), "--data", "sample", "--output", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and str(folder / "model.safetensors") in err
+    assert one_error(err) and str(folder / "model.safetensors") in err

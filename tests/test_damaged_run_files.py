@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from error_lines import one_error
 
 from personalized_rewardbench.cli import main
 from personalized_rewardbench.data.ranking_cache import cache_path, rank_profiles
@@ -50,7 +51,7 @@ def _good_results(clean_run: Path) -> dict:
 
 def _one_line_error(capsys) -> str:
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "Traceback" not in err and err.startswith("prbench: error: "), err
+    assert one_error(err) and "Traceback" not in err and err.startswith("prbench: error: "), err
     return err
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from error_lines import one_error
 from row_factory import make_row, write_upstream_folder
 
 from personalized_rewardbench.cli import main
@@ -109,7 +110,7 @@ def _run(tmp_path: Path, command: str, source: str, capsys) -> str:
     code = main([*args, "--no-progress"] if command == "evaluate" else args)
     err = capsys.readouterr().err.strip()
     assert code == 2, err
-    assert "\n" not in err and "Traceback" not in err and err.startswith("prbench: error: ")
+    assert one_error(err) and "Traceback" not in err and err.startswith("prbench: error: ")
     assert not (tmp_path / "rel").exists() and not (tmp_path / "runs").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".rel")]
     return err
@@ -175,7 +176,7 @@ def test_a_bad_changelog_is_one_line(tmp_path, capsys, content, expected):
     args = ["release", "build", "--version", "0.2.0", "--out", str(tmp_path / "rel"), "--changelog", str(changelog)]
     code = main(args)
     err = capsys.readouterr().err.strip()
-    assert code == 2 and "\n" not in err and str(changelog) in err and expected in err
+    assert code == 2 and one_error(err) and str(changelog) in err and expected in err
     assert not (tmp_path / "rel").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".rel")]
 
 
@@ -208,7 +209,7 @@ BAD_VERSIONS = [
 def test_versions_are_matched_in_full(tmp_path, capsys, version):
     code = main(["release", "build", "--version", version, "--out", str(tmp_path / "rel")])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and "\n" not in err and "semantic versioning" in err and repr(version) in err
+    assert code == 2 and one_error(err) and "semantic versioning" in err and repr(version) in err
     assert not (tmp_path / "rel").exists()
 
 
@@ -219,4 +220,4 @@ def test_push_tags_are_matched_in_full(tmp_path, capsys, tag):
     (folder / "release.json").write_text('{"version": "0.1.0", "repo_id": "me/prb"}')
     code = main(["release", "push", "--dir", str(folder), "--repo", "me/prb", "--tag", tag, "--dry-run"])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and "\n" not in err and ("use --tag v0.1.0" in err or "semantic versioning" in err)
+    assert code == 2 and one_error(err) and ("--tag v0.1.0" in err or "semantic versioning" in err)

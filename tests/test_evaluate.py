@@ -8,7 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tiny_models import build_tiny_causal_lm, build_tiny_reward_model
+from cli_errors import user_error
+from error_lines import one_error
 
 from personalized_rewardbench.cli import main
 from personalized_rewardbench.data.ranking_cache import cache_path
@@ -17,6 +18,7 @@ from personalized_rewardbench.runs.config import RunConfig
 from personalized_rewardbench.runs.engine import PARTIAL_DIR, prepare_items, run_evaluation
 from personalized_rewardbench.runs.scorer_factory import make_scorer
 from personalized_rewardbench.scoring.prompts import reward_chat
+from personalized_rewardbench.testing.tiny_models import build_tiny_causal_lm, build_tiny_reward_model
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +134,7 @@ def test_model_input_never_contains_the_answer_key(tiny_rm, cache):
     data, scorer = _item_and_scorer(tiny_rm, cache, k=15)
     rows = {row["id"]: row for rows in load_source("sample").rows.values() for row in rows}
     for item in data.items:
-        chosen_ids, rejected_ids, _ = scorer.encode_pair(item)
+        chosen_ids, rejected_ids = scorer.fit(item).inputs
         for ids in (chosen_ids, rejected_ids):
             text = scorer.tokenizer.decode(ids)
             row = rows[item.id]
@@ -155,13 +157,13 @@ def test_model_input_never_contains_the_answer_key(tiny_rm, cache):
 def test_profile_k_changes_the_input_in_the_retrievers_order(tiny_rm, cache):
     data0, scorer = _item_and_scorer(tiny_rm, cache, k=0)
     data3, _ = _item_and_scorer(tiny_rm, cache, k=3)
-    assert scorer.encode_pair(data0.items[0])[0] != scorer.encode_pair(data3.items[0])[0]
+    assert scorer.fit(data0.items[0]).inputs[0] != scorer.fit(data3.items[0]).inputs[0]
     row = load_source("sample").rows["Art_and_Entertainment"][0]
     from personalized_rewardbench.data.retrieval import BM25Retriever
 
     order = BM25Retriever().rank(row["question"], [p["text"] for p in row["profile"]])
     assert [p.text for p in data3.items[0].posts] == [row["profile"][i]["text"] for i in order[:3]]
-    text = scorer.tokenizer.decode(scorer.encode_pair(data3.items[0])[0])
+    text = scorer.tokenizer.decode(scorer.fit(data3.items[0]).inputs[0])
     positions = [text.find(f"post {i} ( category :") for i in (1, 2, 3)]
     assert -1 not in positions and positions == sorted(positions)
 
@@ -203,7 +205,7 @@ def test_upstream_template_at_k0_is_the_question_alone(tiny_rm, cache):
         tokenize=True,
         return_dict=True,
     )["input_ids"]
-    assert scorer.encode_pair(item)[0] == list(expected)
+    assert scorer.fit(item).inputs[0] == list(expected)
 
 
 def test_scores_are_deterministic(tiny_rm, cache, tmp_path):
@@ -217,7 +219,8 @@ def test_long_inputs_drop_lowest_ranked_posts_and_never_the_answer(tiny_rm, cach
     item = data.items[0]
     full = len(scorer.encode_answer(item, item.chosen))
     scorer.max_length = full - 1
-    chosen_ids, _, truncated = scorer.encode_pair(item)
+    fitted = scorer.fit(item)
+    chosen_ids, truncated = fitted.inputs[0], fitted.truncated
     assert truncated and len(chosen_ids) <= full - 1
     text = scorer.tokenizer.decode(chosen_ids)
     answer = scorer.tokenizer.decode(scorer.tokenizer(item.chosen, add_special_tokens=False)["input_ids"])
@@ -312,8 +315,8 @@ def test_resume_after_a_crash_gives_identical_output(tiny_rm, cache, tmp_path):
 )
 def test_user_errors_are_one_line(tmp_path, cache, capsys, args, message):
     assert main(["evaluate", "--output", str(tmp_path), "--no-progress", "--data", "sample", *args]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and message in err and "Traceback" not in err
+    err, _hint = user_error(capsys.readouterr().err)
+    assert message in err
 
 
 def test_unreadable_data_is_one_line(tmp_path, cache, capsys):
@@ -324,15 +327,15 @@ def test_unreadable_data_is_one_line(tmp_path, cache, capsys):
         main(["evaluate", "--model", "baseline:length", "--data", str(tmp_path / "data"), "--output", str(tmp_path)])
         == 2
     )
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "cannot read" in err
+    err, hint = user_error(capsys.readouterr().err)
+    assert "cannot read it as a parquet file" in err and hint is None
 
 
 def test_checkpoint_without_a_classification_head_is_refused(tmp_path, cache, capsys):
     lm = build_tiny_causal_lm(tmp_path / "lm")
     assert main(["evaluate", "--model", str(lm), "--data", "sample", "--limit", "1", "--output", str(tmp_path)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "no trained classification head" in err
+    err, hint = user_error(capsys.readouterr().err)
+    assert "no trained classification head" in err and "--model-type judge-pairwise/judge-score" in hint
 
 
 def test_contriever_falls_back_to_minilm_offline_and_says_so(tmp_path, cache, capsys):
@@ -368,15 +371,14 @@ def test_a_folder_without_config_json_is_not_a_model_folder(tmp_path, cache, cap
     empty = tmp_path / "empty-model"
     empty.mkdir()
     assert main(["evaluate", "--model", str(empty), "--data", "sample", "--output", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert (
-        err
-        == f"prbench: error: {empty} is not a model folder (no config.json); pass the folder written by save_pretrained"
+    assert user_error(capsys.readouterr().err) == (
+        f"prbench: error: {empty}: not a model folder (no config.json)",
+        "pass the folder written by save_pretrained",
     )
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(b"")
     assert main(["evaluate", "--model", str(weights), "--data", "sample", "--output", str(tmp_path / "out")]) == 2
-    assert f"{weights} is not a model folder (it is a file)" in capsys.readouterr().err
+    assert f"{weights}: not a model folder (it is a file)" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 
@@ -473,7 +475,7 @@ def test_an_encoder_with_96_positions_gets_a_shortened_question_and_the_whole_an
         assert fitted.item.posts == () and fitted.question_shortened
         assert fitted.item.question.startswith("Opening words of question") and fitted.item.question.endswith(" …")
         assert "CLOSING-WORDS" not in fitted.item.question and len(fitted.item.question) < len(item.question)
-        for ids, answer in ((fitted.chosen, item.chosen), (fitted.rejected, item.rejected)):
+        for ids, answer in zip(fitted.inputs, (item.chosen, item.rejected)):
             assert len(ids) <= 96
             text = scorer.tokenizer.decode(ids)
             assert scorer.tokenizer.decode(scorer.tokenizer(answer, add_special_tokens=False)["input_ids"]) in text
@@ -487,7 +489,7 @@ def test_an_answer_longer_than_the_model_is_a_one_line_error(bert96, tmp_path, c
         main(["evaluate", "--model", str(bert96), "--data", "sample", "--output", str(tmp_path), "--no-progress"]) == 2
     )
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "Traceback" not in err
+    assert one_error(err) and "Traceback" not in err
     # 113 answer tokens + [CLS] + "…" (the question cut to nothing) + [SEP] twice
     assert err.startswith("prbench: error: item 0_0_0: the chosen answer alone takes 117 tokens")
     assert (
@@ -531,15 +533,16 @@ def test_max_length_at_k0_shortens_questions_and_shared_prefix_scores_still_equa
         )
     out = capsys.readouterr().out
     assert (
-        f"shortened questions (too long even without posts: the question's end cut, marked '…'; answers never cut): {over}"
-        in out
+        "shortened questions (too long even without posts: the question's end cut, marked '…'; "
+        f"answers never cut): {over}" in out
     )
     assert "posts dropped" not in out
 
     config = RunConfig(model=str(tiny_rm), data="sample", max_length=limit, progress=False, cache_dir=cache)
     scorer = make_scorer(config)
     for item, length in zip(items, full):
-        chosen, rejected, truncated = scorer.encode_pair(item)
+        fitted = scorer.fit(item)
+        (chosen, rejected), truncated = fitted.inputs, fitted.truncated
         assert max(len(chosen), len(rejected)) <= limit and not truncated
         assert (scorer.fit(item).item.question == item.question) == (length <= limit)
 
@@ -563,7 +566,7 @@ def test_max_length_below_the_answer_is_a_one_line_error_naming_the_item(tiny_rm
         == 2
     )
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "Traceback" not in err
+    assert one_error(err) and "Traceback" not in err
     assert err.startswith("prbench: error: item 0_0_0: the chosen answer alone takes ")
     assert (
         "over the max length of 16 tokens" in err
@@ -573,9 +576,10 @@ def test_max_length_below_the_answer_is_a_one_line_error_naming_the_item(tiny_rm
 
 def test_a_llama3_style_tokenizer_gets_one_bos_where_render_then_retokenize_gives_two(tmp_path, cache):
     """`--template upstream` reproduces upstream's messages, not its doubled BOS (see prompts.py)."""
-    from tiny_models import CHAT_TEMPLATE, llama_config, make_tokenizer
     from tokenizers.processors import TemplateProcessing
     from transformers import LlamaForSequenceClassification
+
+    from personalized_rewardbench.testing.tiny_models import CHAT_TEMPLATE, llama_config, make_tokenizer
 
     tokenizer = make_tokenizer()
     tokenizer.add_special_tokens({"bos_token": "<|begin_of_text|>"})
@@ -599,7 +603,7 @@ def test_a_llama3_style_tokenizer_gets_one_bos_where_render_then_retokenize_give
         cache_dir=cache,
     )
     item, scorer = prepare_items(config).items[0], make_scorer(config)
-    ours = scorer.encode_pair(item)[0]
+    ours = scorer.fit(item).inputs[0]
     chat = reward_chat(item, item.chosen, "upstream")
     upstream = scorer.tokenizer(scorer.tokenizer.apply_chat_template(chat, tokenize=False))["input_ids"]
     assert ours[:2] != [bos, bos] and ours[0] == bos and ours.count(bos) == 1

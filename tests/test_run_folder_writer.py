@@ -21,14 +21,14 @@ import time
 from pathlib import Path
 
 import pytest
-from tiny_models import build_tiny_reward_model
+from error_lines import one_error
 from transformers import LlamaForSequenceClassification
 
 from personalized_rewardbench.cli import main
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.runs.run_lock import RunLock
 from personalized_rewardbench.runs.score_log import write_json_atomic, write_jsonl_atomic
-from personalized_rewardbench.testing.tiny_models import llama_config, make_tokenizer
+from personalized_rewardbench.testing.tiny_models import build_tiny_reward_model, llama_config, make_tokenizer
 
 BASELINE = ["--model", "baseline:length", "--data", "sample", "--limit", "2"]
 
@@ -47,7 +47,7 @@ def _files(folder: Path) -> list[str]:
 
 def _one_line(capsys) -> str:
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "Traceback" not in err and err.startswith("prbench: error: "), err
+    assert one_error(err) and "Traceback" not in err and err.startswith("prbench: error: "), err
     return err
 
 
@@ -190,7 +190,7 @@ def test_a_file_size_limit_hit_on_results_json_names_it_and_a_rerun_finishes(tmp
     )
     err = failed.stderr.decode().strip()
     [run_dir] = [p.parent for p in out.rglob("run.json")]
-    assert failed.returncode == 2 and "\n" not in err
+    assert failed.returncode == 2 and one_error(err)
     assert err == f"prbench: error: {run_dir / 'results.json'}: cannot write (File too large)"
     assert _files(run_dir) == ["run.json", "scores.jsonl", "scores.partial/rank-0.jsonl"]
     again = subprocess.run(_cli(*BASELINE, "--output", str(out)), env=env, capture_output=True)

@@ -6,7 +6,11 @@ scorer's batch plan is deterministic, the final scores equal those of an uninter
 every item is scored, the first process writes `scores.jsonl` (dataset order) and `results.json`,
 each atomically, and removes the partial logs.
 
->>> # run_evaluation(RunConfig(model="baseline:length"))
+>>> import tempfile
+>>> config = RunConfig(model="baseline:length", data="sample", output=tempfile.mkdtemp(), progress=False)
+>>> outcome = run_evaluation(config, log=lambda _message: None)
+>>> outcome.results["num_pairs"], sorted(path.name for path in outcome.run_dir.iterdir())
+(24, ['results.json', 'run.json', 'scores.jsonl'])
 """
 
 from __future__ import annotations
@@ -128,8 +132,9 @@ def _check_identity(run_dir: Path, identity: dict[str, Any]) -> None:
         if stored != identity:
             changed = sorted(key for key in identity if stored.get(key) != identity.get(key))
             raise UserError(
-                f"{run_dir} holds a run with a different {', '.join(changed)}; "
-                "pass another --output, or delete that folder to start over"
+                f"the run folder holds a run with a different {', '.join(changed)}",
+                "pass another --output, or delete that folder to start over",
+                where=run_dir,
             )
     else:
         write_json_atomic(path, identity)
@@ -245,10 +250,10 @@ def _run_locked(
     done = _load_partials(run_dir, log if rank == 0 else (lambda _message: None))
     barrier()  # every rank has read the same finished items before any rank appends more
     plan = scorer.plan(data.items)
-    unfinished = [not all(data.items[i].id in done for i in batch) for batch in plan]
-    pairs_pending = sum(len(batch) for batch, open_ in zip(plan, unfinished) if open_)  # all ranks together
-    todo = [batch for batch, open_ in list(zip(plan, unfinished))[rank::world_size] if open_]
-    for notice in getattr(scorer, "notices", []):  # e.g. pairs the shared-prefix path scores in full
+    unfinished = [not all(data.items[i].id in done for i in batch) for batch in plan.batches]
+    pairs_pending = sum(len(batch) for batch, open_ in zip(plan.batches, unfinished) if open_)  # all ranks together
+    todo = [batch for batch, open_ in list(zip(plan.batches, unfinished))[rank::world_size] if open_]
+    for notice in scorer.notices(plan):  # e.g. pairs the shared-prefix path scores in full
         data.notices.append(notice)
         if rank == 0:
             log(notice)
@@ -257,7 +262,7 @@ def _run_locked(
     started = time.perf_counter()
     with tqdm(total=total, desc=f"scoring {scorer.name}", unit="pair", disable=not config.progress or rank != 0) as bar:
         for batch in todo:
-            scored = scorer.score(data.items, batch)
+            scored = scorer.score(plan, batch)
             records = [
                 {"id": data.items[i].id, "subset": data.items[i].subset, **record} for i, record in zip(batch, scored)
             ]
@@ -274,18 +279,20 @@ def _run_locked(
     missing = [item.id for item in data.items if item.id not in done]
     if missing:
         raise UserError(
-            f"{run_dir}: {len(missing)} items have no score (first: {missing[0]}); rerun the same command to finish"
+            f"{len(missing)} items have no score (first: {missing[0]})",
+            "rerun the same command to finish",
+            where=run_dir,
         )
     records = [done[item.id] for item in data.items]
     runtime = {
         "seconds": round(seconds, 3),
         "pairs_scored": pairs_pending,
         "pairs_per_second": round(pairs_pending / seconds, 3) if seconds > 0 and pairs_pending else None,
-        "device": str(getattr(scorer, "device", "cpu")),
+        "device": str(scorer.device),
         "processes": world_size,
-        **(scorer.runtime_stats() if hasattr(scorer, "runtime_stats") else {}),
+        **scorer.runtime_stats(plan),
     }
-    extra = scorer.summarize(records) if hasattr(scorer, "summarize") else {}
+    extra = scorer.summarize(records)
     results = build_results(run=identity, records=records, extra_metrics=extra, runtime=runtime)
     write_jsonl_atomic(run_dir / SCORES_FILE, records)
     write_json_atomic(run_dir / RESULTS_FILE, results)

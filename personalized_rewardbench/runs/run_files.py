@@ -9,7 +9,7 @@ the shape here first and answers with one line naming the file (and line):
 - leaderboards skip a bad `results.json` with a notice and show the rest;
 - `admit_runs` moves only whole, valid run folders from a download into a results store.
 
->>> results_problem({"benchmark": "personalized-rewardbench", "model": "m"})
+>>> results_problem({"benchmark": "personalized-rewardbench", "model": "m", "dataset": "sample"})
 "field 'accuracy': missing"
 """
 

@@ -8,10 +8,11 @@ Space estimates GPU time. Local model folders (e.g. a tiny test model) can be ad
 >>> allowlist = Allowlist([AllowedModel("baseline:length", "baseline")])
 >>> allowlist.get("baseline:length").is_baseline
 True
->>> allowlist.get("someone/else")
-Traceback (most recent call last):
-...
-personalized_rewardbench.errors.UserError: model 'someone/else' is not on this Space's allowlist; choose one of: baseline:length
+>>> try:
+...     allowlist.get("someone/else")
+... except UserError as error:
+...     print(error)
+model 'someone/else' is not on this Space's allowlist; choose one of: baseline:length
 """
 
 from __future__ import annotations
@@ -62,9 +63,10 @@ class Allowlist:
 
     def __init__(self, models: Iterable[AllowedModel]):
         self.models: dict[str, AllowedModel] = {}
+        self.unavailable: dict[str, str] = {}  # model id -> why it could not be loaded at start-up
         for model in models:
             if model.id in self.models:
-                raise UserError(f"allowlist: model {model.id!r} is listed twice; keep one entry")
+                raise UserError(f"allowlist: model {model.id!r} is listed twice", "keep one entry")
             self.models[model.id] = model
 
     def get(self, model_id: str | None) -> AllowedModel:
@@ -73,7 +75,17 @@ class Allowlist:
             raise UserError(
                 f"model {model_id!r} is not on this Space's allowlist; choose one of: {', '.join(self.models)}"
             )
+        if model.id in self.unavailable:
+            raise UserError(f"{model.id} is unavailable on this Space ({self.unavailable[model.id]}); choose another")
         return model
+
+    def mark_unavailable(self, model_id: str, reason: str) -> None:
+        """Keep `model_id` in the menu but refuse it, saying why (e.g. it failed to load at start-up)."""
+        self.unavailable[model_id] = reason
+
+    def label(self, model: AllowedModel) -> str:
+        """The menu entry: the model's label, marked when it is unavailable."""
+        return model.label + (" — unavailable" if model.id in self.unavailable else "")
 
     def ids(self, types: Sequence[str] = MODEL_TYPES) -> list[str]:
         return [model.id for model in self.models.values() if model.type in types]
@@ -108,7 +120,9 @@ def _entry(raw: Any, where: str) -> AllowedModel:
         raise UserError(f"{where}: {model_id}: trust_remote_code must be true or false")
     if model_type != "baseline" and resolve_spec(model_id).trust_remote_code and not trust:
         raise UserError(
-            f"{where}: {model_id}: the model registry runs it with custom code; say trust_remote_code: true or remove it"
+            f"{model_id}: the model registry runs it with custom code",
+            "say trust_remote_code: true, or remove the entry",
+            where=where,
         )
     revision = raw.get("revision")
     return AllowedModel(
@@ -127,7 +141,7 @@ def local_model(folder: Path) -> AllowedModel:
     """A local model folder allowlisted as a classifier (its size read from the weight files)."""
     folder = folder.expanduser().resolve()
     if not (folder / "config.json").is_file():
-        raise UserError(f"extra model {folder}: no config.json there; pass a folder written by save_pretrained")
+        raise UserError("extra model: no config.json there", "pass a folder written by save_pretrained", where=folder)
     weight_bytes = sum(path.stat().st_size for path in folder.glob("*.safetensors")) or sum(
         path.stat().st_size for path in folder.glob("*.bin")
     )
