@@ -289,7 +289,11 @@ def _leaderboard_folder(clean_run: Path, tmp_path: Path, payload: bytes) -> tupl
     return folder, damaged
 
 
-@pytest.mark.parametrize(("name", "damage"), RESULTS_SHAPES, ids=RESULTS_IDS)
+#: A leaderboard row needs only each subset's accuracy; the engine and the store need every figure.
+BOARD_SHAPES = [shape for shape in RESULTS_SHAPES if shape[0] != "subset without ci95"]
+
+
+@pytest.mark.parametrize(("name", "damage"), BOARD_SHAPES, ids=[name for name, _ in BOARD_SHAPES])
 def test_the_leaderboard_skips_a_damaged_results_json_and_shows_the_rest(clean_run, tmp_path, capsys, name, damage):
     payload = damage(clean_run)
     folder, damaged = _leaderboard_folder(clean_run, tmp_path, payload)
@@ -307,7 +311,7 @@ def test_the_leaderboard_skips_a_damaged_results_json_and_shows_the_rest(clean_r
     from personalized_rewardbench.space.board import leaderboard_tables
 
     _, _, demo = leaderboard_tables(folder)
-    assert sorted(demo["model"]) == ["baseline:length", "second-model"]
+    assert sorted(name.replace("\\", "") for name in demo["model"]) == ["baseline:length", "second-model"]
 
 
 @pytest.mark.parametrize(("name", "damage"), RESULTS_SHAPES, ids=RESULTS_IDS)

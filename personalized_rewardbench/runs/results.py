@@ -96,7 +96,7 @@ def find_results(folder: Path, notices: list[str] | None = None) -> list[dict[st
     found = []
     for path in sorted(folder.rglob(RESULTS_FILE)):
         try:
-            payload = read_results(path)
+            payload = read_results(path, complete=False)  # what a leaderboard row needs
         except RunFileError as error:
             if notices is not None:
                 notices.append(f"skipped {error}")

@@ -47,11 +47,12 @@ def _is_fraction(value: Any) -> bool:
 
 
 def _interval(value: Any) -> bool:
-    return isinstance(value, list) and len(value) == 2 and all(_is_fraction(v) for v in value)
+    return isinstance(value, list) and len(value) == 2 and all(_is_number(v) for v in value)
 
 
-def _figures_problem(figures: Any, where: str, judge: bool) -> str | None:
-    """The problem with one block of figures (overall or one subset), or None."""
+def _figures_problem(figures: Any, where: str, judge: bool, required: tuple[str, ...]) -> str | None:
+    """The problem with one block of figures (overall or one subset), or None; keys not in `required`
+    are checked only when present."""
     if not isinstance(figures, dict):
         return f"{where}: expected an object, got {type(figures).__name__}"
     checks = {"accuracy": _is_fraction, "ci95": _interval, "num_pairs": _is_count, "ties": _is_count}
@@ -59,14 +60,23 @@ def _figures_problem(figures: Any, where: str, judge: bool) -> str | None:
         checks["num_verdicts"] = _is_count
     for key, check in checks.items():
         if key not in figures:
-            return f"{where}'{key}': missing"
+            if key in required:
+                return f"{where}'{key}': missing"
+            continue
         if not check(figures[key]):
             return f"{where}'{key}': not a valid value ({json.dumps(figures[key])[:40]})"
     return None
 
 
-def results_problem(payload: Any) -> str | None:
-    """Why `payload` is not a results.json this package wrote (one phrase), or None when it is."""
+def results_problem(payload: Any, complete: bool = True) -> str | None:
+    """Why `payload` is not a results.json this package wrote (one phrase), or None when it is.
+
+    `complete=False` asks only for what a leaderboard row needs (overall accuracy, ci95, num_pairs and
+    each subset's accuracy); every other figure is still checked when present."""
+    overall = (
+        ("accuracy", "ci95", "num_pairs", "ties", "num_verdicts") if complete else ("accuracy", "ci95", "num_pairs")
+    )
+    per_subset_keys = overall if complete else ("accuracy",)
     if not isinstance(payload, dict):
         return f"expected a JSON object, got {type(payload).__name__}"
     if payload.get("benchmark") != BENCHMARK:
@@ -78,7 +88,7 @@ def results_problem(payload: Any) -> str | None:
         if key in payload and not isinstance(payload[key], kind):
             return f"field '{key}': expected {kind.__name__}, got {type(payload[key]).__name__}"
     judge = "num_verdicts" in payload
-    problem = _figures_problem(payload, "field ", judge)
+    problem = _figures_problem(payload, "field ", judge, overall)
     if problem:
         return problem
     if payload.get("macro_accuracy") is not None and not _is_fraction(payload["macro_accuracy"]):
@@ -87,7 +97,7 @@ def results_problem(payload: Any) -> str | None:
     if not isinstance(per_subset, dict):
         return "field 'per_subset': " + ("missing" if per_subset is None else "expected an object")
     for name, figures in per_subset.items():
-        problem = _figures_problem(figures, f"field 'per_subset.{name}.", judge)
+        problem = _figures_problem(figures, f"field 'per_subset.{name}.", judge, per_subset_keys)
         if problem:
             return problem.replace(".'", ".")
     protocol = payload.get("protocol", {})
@@ -128,10 +138,10 @@ def read_json(path: Path) -> Any:
         raise RunFileError(f"{path}: cannot read ({error.strerror or type(error).__name__})") from None
 
 
-def read_results(path: Path) -> dict[str, Any]:
-    """A checked results.json."""
+def read_results(path: Path, complete: bool = True) -> dict[str, Any]:
+    """A checked results.json (see `results_problem` for `complete`)."""
     payload = read_json(path)
-    problem = results_problem(payload)
+    problem = results_problem(payload, complete)
     if problem:
         raise RunFileError(f"{path}: {problem}")
     return payload
