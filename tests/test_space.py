@@ -438,7 +438,7 @@ def _fake_results(
         "dataset_revision": "abc",
         "demo_sample": demo,
         "accuracy": accuracy,
-        "ci95": [accuracy - 0.1, accuracy + 0.05],
+        "ci95": [accuracy - 0.1, min(1.0, accuracy + 0.05)],
         "macro_accuracy": accuracy,
         "num_pairs": 10,
         "created_at": "2026-01-01T00:00:00+00:00",
@@ -449,7 +449,16 @@ def _fake_results(
             "limit": limit,
             "template": "default",
         },
-        "per_subset": {name: {"accuracy": accuracy} for name in subsets},
+        "ties": 0,
+        "per_subset": {
+            name: {
+                "accuracy": accuracy,
+                "num_pairs": 10,
+                "ties": 0,
+                "ci95": [accuracy - 0.1, min(1.0, accuracy + 0.05)],
+            }
+            for name in subsets
+        },
     }
     (run / "results.json").write_text(json.dumps(payload))
 

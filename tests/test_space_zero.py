@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tiny_models import build_tiny_reward_model
 
 from personalized_rewardbench.data.schema import SUBSETS
 from personalized_rewardbench.errors import UserError
@@ -16,6 +15,7 @@ from personalized_rewardbench.space.allowlist import AllowedModel, load_allowlis
 from personalized_rewardbench.space.context import SpaceContext, SpaceSettings
 from personalized_rewardbench.space.gpu_budget import FLOOR_SECONDS, estimate_gpu_seconds, preload_seconds
 from personalized_rewardbench.space.try_own import custom_item
+from personalized_rewardbench.testing.tiny_models import build_tiny_reward_model
 
 SPACE_DIR = Path(__file__).resolve().parent.parent / "space"
 
