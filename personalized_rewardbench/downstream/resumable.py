@@ -56,10 +56,19 @@ def read_jsonl(path: Path) -> list[Record]:
     return records
 
 
+def record_problem(record: Any) -> str | None:
+    """Why a line of a Best-of-N log is not a record (a JSON object with a non-empty string `id`), or None."""
+    if not isinstance(record, dict):
+        return f"expected a JSON object, got {type(record).__name__}"
+    if not isinstance(record.get("id"), str) or not record["id"]:
+        return "field 'id': missing or not a non-empty string"
+    return None
+
+
 def load_partials(folder: Path, name: str) -> dict[str, Record]:
     done: dict[str, Record] = {}
     for path in sorted((folder / f"{name}.partial").glob("rank-*.jsonl")):
-        done.update(ScoreLog(path).load())
+        done.update(ScoreLog(path, record_problem).load())
     return done
 
 
@@ -89,7 +98,7 @@ def run_batches(
     barrier()  # every rank has read the same finished records before any rank appends more
     open_batches = [list(batch) for batch in plan if not all(keys[i] in done for i in batch)]
     mine = open_batches[rank::world_size]
-    log = ScoreLog(folder / f"{name}.partial" / f"rank-{rank}.jsonl")
+    log = ScoreLog(folder / f"{name}.partial" / f"rank-{rank}.jsonl", record_problem)
     with tqdm(total=sum(map(len, mine)), desc=desc, disable=not progress or rank != 0) as bar:
         for batch in mine:
             records = work(batch)

@@ -17,8 +17,11 @@ from personalized_rewardbench.runs.run_files import record_problem
 
 
 class ScoreLog:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, validate: Callable[[Any], str | None] = record_problem):
+        """`validate(record)` says why a line is not a valid record (None when it is): pair score records
+        by default; other logs (Best-of-N candidates, scores, judgments) pass their own."""
         self.path = path
+        self.validate = validate
         self.notices: list[str] = []  # what `load` repaired, one line each
 
     def load(self) -> dict[str, dict[str, Any]]:
@@ -37,7 +40,7 @@ class ScoreLog:
                     break
                 try:
                     record = json.loads(line)
-                    problem = record_problem(record)
+                    problem = self.validate(record)
                 except ValueError:  # invalid JSON or not UTF-8
                     problem = "not valid JSON"
                 if problem:
