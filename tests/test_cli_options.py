@@ -80,8 +80,9 @@ def test_argparse_enforces_declared_choices(capsys):
 
 def test_each_subcommand_module_registers_itself():
     commands = next(a for a in build_parser()._actions if a.dest == "command")
-    assert list(commands.choices) == ["evaluate", "leaderboard", "space", "release", "serve-reward", "reward-data"]
-    assert len(REGISTRARS) == 4
+    expected = ["evaluate", "leaderboard", "space", "release", "bon", "correlate", "serve-reward", "reward-data"]
+    assert list(commands.choices) == expected
+    assert len(REGISTRARS) == 5
 
 
 def test_the_core_never_imports_gradio(tmp_path):
