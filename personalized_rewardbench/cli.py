@@ -24,9 +24,10 @@ def _release_build(args: argparse.Namespace) -> int:
         changelog=args.changelog,
         notes=args.notes,
         repo_id=args.repo,
+        split=args.split,
     )
     counts = ", ".join(f"{subset}: {len(rows)}" for subset, rows in source.rows.items())
-    print(f"release v{args.version.removeprefix('v')} of {source.spec} ({counts})")
+    print(f"release v{args.version.removeprefix('v')} of {source.spec}, split {source.split} ({counts})")
     print(Path(args.out).resolve())
     return 0
 
@@ -220,6 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_evaluate_parser(commands)
     _add_space_parser(commands)
+    from personalized_rewardbench.construct.cli import register as register_construct
+
+    register_construct(commands)
     release = commands.add_parser("release", help="build, inspect and publish versioned Hub dataset releases")
     release_commands = release.add_subparsers(dest="release_command", required=True)
     build = release_commands.add_parser("build", help="write a complete Hub dataset folder")
@@ -234,6 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     build.add_argument("--changelog", type=Path, help="previous CHANGELOG.md to extend")
     build.add_argument("--notes", help="one line for this version's changelog entry")
+    build.add_argument(
+        "--split", help="test | train | validation (default: the one split the source holds; non-test = training data)"
+    )
     build.set_defaults(handler=_release_build)
     push = release_commands.add_parser("push", help="upload a release folder to the Hub and tag it")
     push.add_argument("--dir", required=True, help="release folder")
