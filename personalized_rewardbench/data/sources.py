@@ -32,6 +32,8 @@ from personalized_rewardbench.errors import UserError
 UPSTREAM_REPO = "QiyaoMa/Personalized-RewardBench"
 SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
 RELEASE_MANIFEST = "release.json"
+#: What `prbench construct` writes beside the pairs it made (a release card reads its provenance).
+CONSTRUCT_MANIFEST = "construct.json"
 
 
 @dataclass

@@ -33,11 +33,8 @@ import pyarrow.parquet as pq
 
 from personalized_rewardbench import __version__
 from personalized_rewardbench.data.schema import FEATURES, FEATURES_WITH_SUBSET, SUBSET_COLUMN, SUBSETS
-from personalized_rewardbench.data.sources import RELEASE_MANIFEST, Source, load_source
+from personalized_rewardbench.data.sources import CONSTRUCT_MANIFEST, RELEASE_MANIFEST, Source, load_source
 from personalized_rewardbench.errors import UserError
-
-#: The file `prbench construct` writes beside the pairs it made (read here for the card's provenance).
-CONSTRUCT_MANIFEST = "construct.json"
 from personalized_rewardbench.release.card import DEFAULT_REPO_ID, SubsetStats, render_card
 from personalized_rewardbench.release.staged_folder import check_target, staged_folder
 from personalized_rewardbench.resources import loading_script
