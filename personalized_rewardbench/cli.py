@@ -221,6 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_evaluate_parser(commands)
     _add_space_parser(commands)
+    from personalized_rewardbench.downstream.cli import register as register_downstream
+
+    register_downstream(commands)
     from personalized_rewardbench.construct.cli import register as register_construct
 
     register_construct(commands)
