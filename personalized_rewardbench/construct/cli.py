@@ -75,7 +75,9 @@ def print_summary(summary: dict[str, Any]) -> None:
     unit = cost["unit"]
     per_pair = cost["per_kept_pair"]
     if per_pair["generated"] is None:
-        print(f"cost: {cost['generated']:,} {unit['generated']} generated, {cost['judged']:,} {unit['judged']} judged; no pair kept")
+        print(
+            f"cost: {cost['generated']:,} {unit['generated']} generated, {cost['judged']:,} {unit['judged']} judged; no pair kept"
+        )
     else:
         print(
             f"cost per kept pair: {per_pair['generated']:,} {unit['generated']} generated, "

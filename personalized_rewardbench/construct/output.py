@@ -116,7 +116,11 @@ def write_outputs(
     summary_counts = counts(verdicts)
     summary = {
         **identity,
-        "seeds": {"run": identity["seed"], "chosen": "sample_seed(seed, item id, 0)", "rejected": "sample_seed(seed, item id, 1)"},
+        "seeds": {
+            "run": identity["seed"],
+            "chosen": "sample_seed(seed, item id, 0)",
+            "rejected": "sample_seed(seed, item id, 1)",
+        },
         "counts": summary_counts,
         "cost": cost_report(generated, judged, summary_counts["kept"], units),
         "files": files,

@@ -151,7 +151,11 @@ def _identity(
         "subsets": sorted({item.subset for item in items}),
         "limit": config.limit,
         "generator": {"model": generator.model, "revision": generator.revision, "backend": generator.name},
-        "sampling": {"temperature": sampling.temperature, "top_p": sampling.top_p, "max_new_tokens": sampling.max_new_tokens},
+        "sampling": {
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "max_new_tokens": sampling.max_new_tokens,
+        },
         "seed": config.seed,
         "judge": {
             "model": judge.model,
@@ -258,7 +262,10 @@ def run_construction(
     )  # fmt: skip
     generated = _records(generated, config.out / f"{GENERATIONS}.jsonl", barrier)
 
-    rules = [rule_check(g["chosen"], g["rejected"], item.row, item.shown(), config.verify) for g, item in zip(generated, items)]
+    rules = [
+        rule_check(g["chosen"], g["rejected"], item.row, item.shown(), config.verify)
+        for g, item in zip(generated, items)
+    ]
     requests = _judge_requests(items, generated, rules, config.verify.quality_check)
     judge_sampling = Sampling(temperature=0.0, top_p=1.0, max_new_tokens=config.judge_max_new_tokens)
 

@@ -64,9 +64,7 @@ def _bullets(aspects: Sequence[Mapping[str, Any]]) -> str:
 
 def _user_turn(question: str, posts: tuple[ProfilePost, ...], task: str, target: int, limit: int) -> str:
     context = f"Some earlier posts by the asker, most relevant first:\n\n{format_posts(posts)}\n\n" if posts else ""
-    return (
-        f"{context}The asker's question:\n{question}\n\n{task}\n\n{_LENGTH.format(target=target, limit=limit)}"
-    )
+    return f"{context}The asker's question:\n{question}\n\n{task}\n\n{_LENGTH.format(target=target, limit=limit)}"
 
 
 def pair_chats(

@@ -153,9 +153,18 @@ def _load_folder(
         revision=revision or _content_revision(all_files),
         version=manifest.get("version") if manifest else None,
         files=files,
-        origin=manifest.get("source", "") if manifest else "",
+        origin=manifest.get("source", "") if manifest else _construct_origin(folder),
         split=split,
     )
+
+
+def _construct_origin(folder: Path) -> str:
+    """'sample' for pairs that `prbench construct` made from the demo sample (they stay marked as demo), else ''."""
+    try:
+        made = json.loads((folder / CONSTRUCT_MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    return "sample" if isinstance(made, dict) and made.get("demo_sample") else ""
 
 
 def read_manifest(folder: Path) -> dict[str, Any] | None:

@@ -67,7 +67,11 @@ def _configs(subsets: list[str], split: str = "test") -> list[dict[str, Any]]:
         for subset in subsets
     ]
     configs.append(
-        {"config_name": "default", "default": True, "data_files": [{"split": split, "path": f"data/*/{split}-*.parquet"}]}
+        {
+            "config_name": "default",
+            "default": True,
+            "data_files": [{"split": split, "path": f"data/*/{split}-*.parquet"}],
+        }
     )
     return configs
 
