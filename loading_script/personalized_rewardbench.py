@@ -10,8 +10,9 @@ datasets >= 4 no longer runs loading scripts from `load_dataset`, so releases ar
 
 `data_dir` may be a release folder (`data/<Config>/test-*.parquet`) or a folder in the upstream
 layout (`<Config>/test-*.parquet`). A folder of pairs made by `prbench construct` may hold a
-`train` or `validation` split instead (`<Config>/train-*.parquet`): training data, not the benchmark. Without it the builder reads the folder it sits in when that
-holds data (a copy inside a release), else downloads the Parquet files of `_HUB_REPO`.
+`train` or `validation` split instead (`<Config>/train-*.parquet`): training data, not the benchmark.
+Without `data_dir` the builder reads the folder it sits in when that holds data (a copy inside a
+release), else downloads the Parquet files of `_HUB_REPO`.
 """
 
 import glob

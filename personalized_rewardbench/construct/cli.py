@@ -76,7 +76,8 @@ def print_summary(summary: dict[str, Any]) -> None:
     per_pair = cost["per_kept_pair"]
     if per_pair["generated"] is None:
         print(
-            f"cost: {cost['generated']:,} {unit['generated']} generated, {cost['judged']:,} {unit['judged']} judged; no pair kept"
+            f"cost: {cost['generated']:,} {unit['generated']} generated, "
+            f"{cost['judged']:,} {unit['judged']} judged; no pair kept"
         )
     else:
         print(

@@ -344,12 +344,13 @@ def _verdicts(
     for item, record, (failed, details) in zip(items, generated, rules):
         reasons = list(failed)
         if not failed:
-
-            def rating(kind: str, role: str) -> float | None:
-                return by_key[f"{kind}:{candidate_key(item.id, record[role])}"]["quality"]
-
-            rubric = [rating("rubric", "chosen"), rating("rubric", "rejected")]
-            general = [rating("quality", "chosen"), rating("quality", "rejected")] if verify.quality_check else None
+            keys = {role: candidate_key(item.id, record[role]) for role in ("chosen", "rejected")}
+            rubric = [by_key[f"rubric:{keys[role]}"]["quality"] for role in ("chosen", "rejected")]
+            general = (
+                [by_key[f"quality:{keys[role]}"]["quality"] for role in ("chosen", "rejected")]
+                if verify.quality_check
+                else None
+            )
             judge_failed, judge_details = judge_check(rubric, general, verify)
             reasons += judge_failed
             details = {**details, **judge_details}

@@ -11,7 +11,7 @@ neither answer quotes them.
 `CONSTRUCT_PROMPT` names this wording; change it whenever the text below changes, so that a
 construction folder records which wording made its pairs.
 
->>> row = {"question": "Which anime next?", "rubric_aspects": [{"aspect": "Keep it short.", "evidence": "", "reason": ""}]}
+>>> row = {"question": "Which anime next?", "rubric_aspects": [{"aspect": "Keep it short."}]}
 >>> chat = pair_chats(row, (), max_words=100)
 >>> [m["role"] for m in chat["chosen"]], "Keep it short." in chat["rejected"][1]["content"]
 (['system', 'user'], True)
