@@ -176,7 +176,7 @@ def test_sliding_window_models_share_only_within_the_window(tmp_path, cache):
     full = _run(folder, tmp_path / "full", cache, shared=False, k=0, batch_tokens=1200)
     run_config = RunConfig(model=str(folder), data="sample", cache_dir=cache, progress=False)
     scorer = make_scorer(run_config)
-    longer = sum(max(map(len, scorer.encode_pair(item)[:2])) > window - 1 for item in prepare_items(run_config).items)
+    longer = sum(max(map(len, scorer.fit(item).inputs)) > window - 1 for item in prepare_items(run_config).items)
     assert 0 < longer < 24
     runtime = fast.results["runtime"]
     assert (runtime["shared_prefix"], runtime["shared_prefix_fallbacks"]) == ("partial", longer)
@@ -262,8 +262,7 @@ def test_token_budget_batches_respect_the_budget_and_the_padding_is_measured(tin
     assert 0 < stats["padding_fraction"] < 0.25  # pairs sorted by length: little padding
     if shared:
         assert all(
-            shared_prefix_cost([scorer._shape(scorer._encoded[i]) for i in batch]) <= budget or len(batch) == 1
-            for batch in plan
+            shared_prefix_cost([scorer._encoded[i].shape for i in batch]) <= budget or len(batch) == 1 for batch in plan
         )
 
 

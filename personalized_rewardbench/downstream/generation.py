@@ -8,8 +8,8 @@ Three backends take the same chats (lists of ``{"role", "content"}``) and one se
   which other rows share its batch (up to floating-point differences of batched matmuls, which
   the callers' deterministic batch plans keep identical on a rerun).
 - ``vllm``: when installed, on a CUDA GPU; one ``SamplingParams(seed=...)`` per request.
-- ``server``: any OpenAI-compatible ``/v1/chat/completions`` endpoint (``--base-url``), through
-  ``huggingface_hub.InferenceClient(base_url=...)``, passing the seed with every request.
+- ``server``: any OpenAI-compatible ``/v1/chat/completions`` endpoint (``--base-url``: vLLM's
+  ``vllm serve``, TGI, ...), passing the seed with every request.
 
 Temperature 0 means greedy decoding (the judge). `sample_seed` derives a sample's seed from
 (run seed, item id, sample index).
@@ -189,35 +189,55 @@ class VllmGenerator:
         return [output.outputs[0].text for output in outputs]
 
 
+def chat_completions_url(base_url: str) -> str:
+    """The chat-completions endpoint of an OpenAI-compatible server.
+
+    >>> chat_completions_url("http://h:8000"), chat_completions_url("http://h:8000/v1/")
+    ('http://h:8000/v1/chat/completions', 'http://h:8000/v1/chat/completions')
+    """
+    url = base_url.rstrip("/")
+    if url.endswith("/chat/completions"):
+        return url
+    return url + ("/chat/completions" if url.endswith("/v1") else "/v1/chat/completions")
+
+
 class ServerGenerator:
-    """An OpenAI-compatible chat-completions server; `concurrency` requests in flight."""
+    """An OpenAI-compatible chat-completions server; `concurrency` requests in flight.
+
+    Plain httpx rather than `huggingface_hub.InferenceClient(base_url=...)`: the client refuses every
+    request while HF_HUB_OFFLINE=1, and a cluster run is often offline for the Hub yet talks to its own
+    local vLLM / TGI server."""
 
     name = "server"
 
     def __init__(self, model: str, base_url: str, *, concurrency: int = 8, timeout: float = 600):
-        from huggingface_hub import InferenceClient
+        import httpx
 
-        self.model, self.base_url = model, base_url.rstrip("/")
-        self.revision = f"server:{self.base_url}"
-        self.client = InferenceClient(base_url=self.base_url, timeout=timeout)
+        self.model, self.url = model, chat_completions_url(base_url)
+        self.revision = f"server:{base_url.rstrip('/')}"
+        self.client = httpx.Client(timeout=timeout)
         self.concurrency = max(1, concurrency)
         self.calls = 0
 
     def _one(self, chat: Chat, seed: int, sampling: Sampling) -> str:
+        import httpx
+
         greedy = sampling.temperature == 0
+        body = {
+            "model": self.model,
+            "messages": chat,
+            "temperature": sampling.temperature,
+            "top_p": 1.0 if greedy else sampling.top_p,
+            "max_tokens": sampling.max_new_tokens,
+            "seed": seed,
+        }
         try:
-            output = self.client.chat_completion(
-                chat,
-                model=self.model,
-                temperature=sampling.temperature,
-                top_p=None if greedy else sampling.top_p,
-                max_tokens=sampling.max_new_tokens,
-                seed=seed,
-            )
-        except Exception as error:  # connection refused, HTTP errors: one line for the user
+            response = self.client.post(self.url, json=body)
+            response.raise_for_status()
+            return response.json()["choices"][0]["message"]["content"] or ""
+        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as error:
             first = (str(error).splitlines() or [""])[0][:200]
-            raise UserError(f"--base-url {self.base_url}: {type(error).__name__}: {first}") from None
-        return output.choices[0].message.content or ""
+            raise UserError(f"--base-url {self.url}: {type(error).__name__}: {first}") from None
 
     def generate(self, chats: Sequence[Chat], seeds: Sequence[int], sampling: Sampling) -> list[str]:
         with ThreadPoolExecutor(self.concurrency) as pool:

@@ -59,13 +59,14 @@ def ndcg(x: Sequence[float], y: Sequence[float]) -> float:
 
 
 def agreement(names: Sequence[str], x: Sequence[float], y: Sequence[float]) -> dict[str, float]:
-    """All five statistics between the `x` ranking and the `y` ranking of `names` (nan where undefined)."""
+    """All five statistics between the `x` ranking and the `y` ranking of `names` (all nan when one is constant)."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    constant = np.ptp(x) == 0 or np.ptp(y) == 0
+    if np.ptp(x) == 0 or np.ptp(y) == 0:  # one side ranks every model equal: no ranking to compare
+        return dict.fromkeys(STATISTICS, float("nan"))
     return {
-        "spearman": float("nan") if constant else float(stats.spearmanr(x, y).statistic),
-        "kendall": float("nan") if constant else float(stats.kendalltau(x, y).statistic),
-        "weighted_tau": float("nan") if constant else float(stats.weightedtau(x, y).statistic),
+        "spearman": float(stats.spearmanr(x, y).statistic),
+        "kendall": float(stats.kendalltau(x, y).statistic),
+        "weighted_tau": float(stats.weightedtau(x, y).statistic),
         "ndcg": ndcg(x, y),
         "rbo": rbo(ranking(names, x), ranking(names, y)),
     }

@@ -43,13 +43,14 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from personalized_rewardbench.accuracy import metric_dir, pairwise_accuracy
 from personalized_rewardbench.data.eval_items import EvalItem
 from personalized_rewardbench.errors import UserError
-from personalized_rewardbench.scoring.base import ScoreRecord, token_budget_batches
+from personalized_rewardbench.scoring.base import AnswerGroup, AnswerScores, ScoreRecord, token_budget_batches
 from personalized_rewardbench.scoring.judge_backends import make_backend, shared_prefix_length
 from personalized_rewardbench.scoring.judge_prompts import (
     LETTERS,
@@ -114,7 +115,8 @@ class _Judge:
         self._check_room()
         self._encoded: dict[int, tuple[list[list[int]], bool]] = {}
 
-    def chats(self, item: EvalItem) -> list[list[dict[str, str]]]:
+    def chats(self, item: EvalItem, answers: Sequence[str] | None = None) -> list[list[dict[str, str]]]:
+        """The item's prompts (for a rating judge: one per answer of `answers`, default chosen and rejected)."""
         raise NotImplementedError
 
     def protocol(self) -> dict[str, Any]:
@@ -175,11 +177,11 @@ class _Judge:
         ids = list(encoded["input_ids"])
         return ids + list(self.reader.prefix) if self.reader is not None else ids
 
-    def encode_item(self, item: EvalItem) -> tuple[list[list[int]], bool]:
+    def encode_item(self, item: EvalItem, answers: Sequence[str] | None = None) -> tuple[list[list[int]], bool]:
         """(the item's prompts, truncated): drops the lowest-ranked posts until every prompt fits."""
         room = self.backend.max_length - (self.max_new_tokens if self.mode == "generate" else self._reader_depth() - 1)
         for keep in range(len(item.posts), -1, -1):
-            prompts = [self.encode(chat) for chat in self.chats(item.with_posts(keep))]
+            prompts = [self.encode(chat) for chat in self.chats(item.with_posts(keep), answers)]
             longest = max(map(len, prompts))
             if longest <= room or keep == 0:
                 return prompts, keep < len(item.posts) or longest > room
@@ -188,15 +190,23 @@ class _Judge:
     def _reader_depth(self) -> int:
         return self.reader.depth if self.reader is not None else 1
 
-    def plan(self, items: list[EvalItem]) -> list[list[int]]:
-        self._encoded = {i: self.encode_item(item) for i, item in enumerate(items)}
+    def _batches(self, prompts: Sequence[list[list[int]]]) -> list[list[int]]:
+        """Token-budget batches of prompt groups (each prompt with its reserved tokens and reader chains)."""
         reserve = self.max_new_tokens if self.mode == "generate" else self._reader_depth() - 1
         copies = len(self.reader.chains) if self.reader is not None else 1
-        lengths = [
-            copies * len(p) * (max(map(len, p)) + reserve) for p, _ in (self._encoded[i] for i in range(len(items)))
-        ]
-        self._record_sharing(items)
+        lengths = [copies * len(group) * (max(map(len, group)) + reserve) for group in prompts]
         return token_budget_batches(lengths, self.batch_tokens)
+
+    def plan(self, items: list[EvalItem]) -> list[list[int]]:
+        self._encoded = {i: self.encode_item(item) for i, item in enumerate(items)}
+        self._record_sharing(items)
+        return self._batches([self._encoded[i][0] for i in range(len(items))])
+
+    def score_answers(self, groups: Sequence[AnswerGroup]) -> list[AnswerScores]:
+        raise UserError(
+            f"{self.name!r} as a {self.model_type} judge compares two answers and gives no score per answer; "
+            "use it as a judge-score judge (a 0-10 rating per answer) or a classifier reward model"
+        )
 
     def _record_sharing(self, items: list[EvalItem]) -> None:
         """Say (notices, runtime) when logits mode cannot share the prompts' common start."""
@@ -252,7 +262,7 @@ class PairwiseJudge(_Judge):
                 f"{self.name!r}: its tokenizer cannot spell the verdict {VERDICT_FORMAT.format(missing[0])!r} distinctly; use --judge-mode generate"
             )
 
-    def chats(self, item: EvalItem) -> list[list[dict[str, str]]]:
+    def chats(self, item: EvalItem, answers: Sequence[str] | None = None) -> list[list[dict[str, str]]]:
         """[chosen shown as A, chosen shown as B]."""
         return [
             pairwise_chat(item, chosen_first=True, merge_system=self.merge_system),
@@ -396,9 +406,10 @@ class ScoreJudge(_Judge):
             protocol["rating_tokens"] = "0-10" if len(read) == len(RATINGS) else ",".join(read)
         return protocol
 
-    def chats(self, item: EvalItem) -> list[list[dict[str, str]]]:
-        """[rate chosen, rate rejected]."""
-        return [score_chat(item, item.chosen, self.merge_system), score_chat(item, item.rejected, self.merge_system)]
+    def chats(self, item: EvalItem, answers: Sequence[str] | None = None) -> list[list[dict[str, str]]]:
+        """[rate answer 1, rate answer 2, ...]; by default [rate chosen, rate rejected]."""
+        answers = (item.chosen, item.rejected) if answers is None else answers
+        return [score_chat(item, answer, self.merge_system) for answer in answers]
 
     @staticmethod
     def _expected(logprobs: dict[str, float]) -> float:
@@ -442,6 +453,24 @@ class ScoreJudge(_Judge):
                 }
             )
         return records
+
+    def score_answers(self, groups: Sequence[AnswerGroup]) -> list[AnswerScores]:
+        """Each answer's rating (logits: the expected rating; generate: the stated one). In generate mode an
+        answer without a rating scores NO_RATING_SCORE on its own (`score` ties the whole pair instead)."""
+        results = [AnswerScores(()) for _ in groups]
+        todo = [i for i, group in enumerate(groups) if group.answers]
+        encoded = [self.encode_item(groups[i].item, groups[i].answers) for i in todo]
+        for batch in self._batches([prompts for prompts, _ in encoded]):
+            prompts = [encoded[n][0] for n in batch]
+            if self.mode == "logits":
+                ratings = [[self._expected(lp) for lp in group] for group in self._choice_logprobs(prompts)]
+            else:
+                texts = iter(self.backend.generate([p for group in prompts for p in group], self.max_new_tokens))
+                ratings = [[parse_rating(next(texts)) for _ in group] for group in prompts]
+            for n, group_ratings in zip(batch, ratings):
+                scores = tuple(NO_RATING_SCORE if r is None else float(r) for r in group_ratings)
+                results[todo[n]] = AnswerScores(scores, truncated=encoded[n][1])
+        return results
 
     def summarize(self, records: list[dict[str, Any]]) -> dict[str, Any]:
         return {

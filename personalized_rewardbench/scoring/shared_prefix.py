@@ -62,22 +62,31 @@ def pooled_index(ids: Sequence[int], pad_token_id: int | None) -> int:
     return -1
 
 
-def pair_layout(
-    prompt: Sequence[int], chosen: Sequence[int], rejected: Sequence[int], pad_token_id: int | None
-) -> PairLayout:
-    """Shared-prefix length for one pair, or 0 with the reason it must be scored in full."""
+def group_layout(prompt: Sequence[int], inputs: Sequence[Sequence[int]], pad_token_id: int | None) -> PairLayout:
+    """Shared-prefix length for the full inputs of one prompt's answers, or 0 with the reason they must be scored
+    in full: the prompt must be a token prefix of every input; the shared part is their longest common prefix, cut
+    so that each suffix keeps its pooled token."""
     size = len(prompt)
-    if not prompt or list(chosen[:size]) != list(prompt) or list(rejected[:size]) != list(prompt):
+    if not prompt or any(list(ids[:size]) != list(prompt) for ids in inputs):
         return PairLayout(
             0,
             "the prompt's tokens are not a prefix of the full input: the template or tokenizer merges across the answer boundary",
         )
+    first = inputs[0]
     shared = min(
-        common_prefix_length(chosen, rejected), pooled_index(chosen, pad_token_id), pooled_index(rejected, pad_token_id)
+        [common_prefix_length(first, other) for other in inputs[1:]]
+        + [pooled_index(ids, pad_token_id) for ids in inputs]
     )
     if shared < 1:
         return PairLayout(0, "no shared prefix before the pooled token")
     return PairLayout(shared)
+
+
+def pair_layout(
+    prompt: Sequence[int], chosen: Sequence[int], rejected: Sequence[int], pad_token_id: int | None
+) -> PairLayout:
+    """Shared-prefix length for one pair, or 0 with the reason it must be scored in full (see `group_layout`)."""
+    return group_layout(prompt, [chosen, rejected], pad_token_id)
 
 
 def shared_prefix_support(model) -> tuple[bool, str, int | None]:
@@ -107,37 +116,44 @@ def shared_prefix_support(model) -> tuple[bool, str, int | None]:
 
 
 def shared_prefix_batches(
-    shapes: Sequence[tuple[int, int]], budget: int, max_batch: int = 256, max_length: int | None = None
+    shapes: Sequence[tuple[int, ...]], budget: int, max_batch: int = 256, max_length: int | None = None
 ) -> list[list[int]]:
-    """Group (prefix length, longest suffix length) pairs so that
-    `batch size x (longest prefix + 2 x longest suffix) <= budget` (the prefix runs once, the suffix
-    twice) and, with `max_length`, `longest prefix + longest suffix <= max_length`.
-    A pair over the budget on its own gets a batch of its own.
+    """Group (prefix length, longest suffix length[, suffix count = 2]) shapes so that
+    `batch size x longest prefix + suffix rows x longest suffix <= budget` (each prefix runs once, each suffix
+    on top of it) and, with `max_length`, `longest prefix + longest suffix <= max_length`.
+    A group over the budget on its own gets a batch of its own.
 
-    Pairs are sorted by prefix length in steps of `_PREFIX_STEP` tokens, then by suffix length, both
+    Groups are sorted by prefix length in steps of `_PREFIX_STEP` tokens, then by suffix length, both
     longest first: sorting by prefix alone leaves the suffixes' padding to chance (a fifth of all
     positions at profile-k 0), sorting by both this way keeps padding to a few per cent.
     """
     order = sorted(range(len(shapes)), key=lambda i: (-(shapes[i][0] // _PREFIX_STEP), -shapes[i][1], -shapes[i][0], i))
     batches: list[list[int]] = []
     current: list[int] = []
-    prefix = suffix = 0
+    prefix = suffix = rows = 0
     for index in order:
+        count = _count(shapes[index])
         p, s = max(prefix, shapes[index][0]), max(suffix, shapes[index][1])
-        too_big = (len(current) + 1) * (p + 2 * s) > budget or (max_length is not None and p + s > max_length)
+        too_big = (len(current) + 1) * p + (rows + count) * s > budget or (
+            max_length is not None and p + s > max_length
+        )
         if current and (too_big or len(current) >= max_batch):
             batches.append(current)
-            current, p, s = [], shapes[index][0], shapes[index][1]
+            current, p, s, rows = [], shapes[index][0], shapes[index][1], 0
         current.append(index)
-        prefix, suffix = p, s
+        prefix, suffix, rows = p, s, rows + count
     if current:
         batches.append(current)
     return batches
 
 
-def shared_prefix_cost(shapes: Sequence[tuple[int, int]]) -> int:
-    """Token positions one shared-prefix batch computes: the padded prefixes once, the padded suffixes twice."""
-    return len(shapes) * (max(p for p, _ in shapes) + 2 * max(s for _, s in shapes))
+def _count(shape: tuple[int, ...]) -> int:
+    return shape[2] if len(shape) > 2 else 2
+
+
+def shared_prefix_cost(shapes: Sequence[tuple[int, ...]]) -> int:
+    """Token positions one shared-prefix batch computes: the padded prefixes once, each padded suffix once."""
+    return len(shapes) * max(s[0] for s in shapes) + sum(map(_count, shapes)) * max(s[1] for s in shapes)
 
 
 def _right_pad(rows: Sequence[Sequence[int]], width: int, pad: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -149,9 +165,9 @@ def _right_pad(rows: Sequence[Sequence[int]], width: int, pad: int) -> tuple[tor
     return ids, mask
 
 
-def _suffix_cache(prefix_cache):
-    """A cache for the suffix pass: each layer hands out its prefix keys/values once — every row twice, for the
-    chosen and the rejected answer, followed by the suffix's own — and then lets them go, so no layer holds
+def _suffix_cache(prefix_cache, counts: torch.Tensor):
+    """A cache for the suffix pass: each layer hands out its prefix keys/values once -- every prefix row repeated
+    once per suffix of its group, followed by the suffixes' own -- and then lets them go, so no layer holds
     prefix + suffix states after its attention has run."""
     from transformers.cache_utils import DynamicCache, DynamicLayer
 
@@ -162,7 +178,7 @@ def _suffix_cache(prefix_cache):
             self.keys, self.values, self.is_sliding, self.length = keys, values, is_sliding, keys.shape[-2]
 
         def update(self, key_states, value_states, *args, **kwargs):
-            keys, values = _twice_then(self.keys, key_states), _twice_then(self.values, value_states)
+            keys, values = _repeat_then(self.keys, key_states, counts), _repeat_then(self.values, value_states, counts)
             self.keys = self.values = None
             return keys, values
 
@@ -174,12 +190,12 @@ def _suffix_cache(prefix_cache):
     return cache
 
 
-def _twice_then(prefix: torch.Tensor, suffix: torch.Tensor) -> torch.Tensor:
-    """[batch, heads, P, dim] + [2 batch, heads, S, dim] -> [2 batch, heads, P + S, dim], prefix rows repeated."""
-    batch, heads, length, dim = prefix.shape
-    out = prefix.new_empty((2 * batch, heads, length + suffix.shape[-2], dim))
-    out[0::2, :, :length] = prefix
-    out[1::2, :, :length] = prefix
+def _repeat_then(prefix: torch.Tensor, suffix: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """[groups, heads, P, dim] + [rows, heads, S, dim] -> [rows, heads, P + S, dim], each group's prefix repeated
+    `counts[group]` times (rows = counts.sum())."""
+    length = prefix.shape[-2]
+    out = prefix.new_empty((suffix.shape[0], prefix.shape[1], length + suffix.shape[-2], prefix.shape[-1]))
+    out[:, :, :length] = prefix.repeat_interleave(counts.to(prefix.device), dim=0)
     out[:, :, length:] = suffix
     return out
 
@@ -187,19 +203,21 @@ def _twice_then(prefix: torch.Tensor, suffix: torch.Tensor) -> torch.Tensor:
 @torch.inference_mode()
 def shared_prefix_logits(
     model,
-    pairs: Sequence[tuple[Sequence[int], Sequence[int], Sequence[int]]],
+    groups: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]],
     pad_token_id: int,
     device: torch.device | str,
 ) -> torch.Tensor:
-    """Pooled logits, rows [chosen 0, rejected 0, chosen 1, ...], for (prefix, chosen suffix, rejected suffix) triples.
+    """Pooled logits, one row per suffix in order (group 0's suffixes, then group 1's, ...), for
+    (prefix, suffixes) groups: a pair is (prefix, (chosen suffix, rejected suffix)), Best-of-N has N suffixes.
 
-    Each suffix must be non-empty and hold its input's pooled token (see `pair_layout`).
+    Each suffix must be non-empty and hold its input's pooled token (see `group_layout`).
     """
     from transformers.cache_utils import DynamicCache
 
     base = model.base_model
-    prefixes = [prefix for prefix, _, _ in pairs]
-    suffixes = [suffix for _, chosen, rejected in pairs for suffix in (chosen, rejected)]
+    prefixes = [prefix for prefix, _ in groups]
+    suffixes = [suffix for _, group in groups for suffix in group]
+    counts = torch.tensor([len(group) for _, group in groups], dtype=torch.long)
     prefix_ids, prefix_mask = _right_pad(prefixes, max(map(len, prefixes)), pad_token_id)
     positions = torch.arange(prefix_ids.shape[1]).expand_as(prefix_ids)
     prefix_cache = DynamicCache(config=model.config)
@@ -210,13 +228,13 @@ def shared_prefix_logits(
         past_key_values=prefix_cache,
         use_cache=True,
     )
-    cache = _suffix_cache(prefix_cache)
+    cache = _suffix_cache(prefix_cache, counts)
     del prefix_cache
 
     suffix_ids, suffix_mask = _right_pad(suffixes, max(map(len, suffixes)), pad_token_id)
-    starts = torch.tensor([len(prefix) for prefix in prefixes], dtype=torch.long).repeat_interleave(2)
+    starts = torch.tensor([len(prefix) for prefix in prefixes], dtype=torch.long).repeat_interleave(counts)
     suffix_positions = starts[:, None] + torch.arange(suffix_ids.shape[1])[None, :]
-    attention = torch.cat([prefix_mask.repeat_interleave(2, dim=0), suffix_mask], dim=1)
+    attention = torch.cat([prefix_mask.repeat_interleave(counts, dim=0), suffix_mask], dim=1)
     hidden = base(
         input_ids=suffix_ids.to(device),
         attention_mask=attention.to(device),
