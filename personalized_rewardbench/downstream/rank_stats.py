@@ -60,7 +60,9 @@ def ndcg(x: Sequence[float], y: Sequence[float]) -> float:
 
 def agreement(names: Sequence[str], x: Sequence[float], y: Sequence[float]) -> dict[str, float]:
     """All five statistics between the `x` ranking and the `y` ranking of `names` (all nan when one is constant)."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    # rounded to 12 decimals: figures equal up to float summation order (best-of-1 is the same mean for
+    # every model) must tie, not be ranked by rounding noise
+    x, y = np.round(np.asarray(x, dtype=float), 12), np.round(np.asarray(y, dtype=float), 12)
     if np.ptp(x) == 0 or np.ptp(y) == 0:  # one side ranks every model equal: no ranking to compare
         return dict.fromkeys(STATISTICS, float("nan"))
     return {
