@@ -25,6 +25,7 @@ from personalized_rewardbench.data.schema import FEATURES, SUBSETS
 from personalized_rewardbench.data.sources import load_source
 from personalized_rewardbench.downstream.generation import sample_seed
 from personalized_rewardbench.errors import UserError
+from personalized_rewardbench.release.build import build_release
 from personalized_rewardbench.release.card import read_front_matter
 
 
@@ -342,6 +343,11 @@ def test_test_split_pairs_are_an_evaluate_source(tmp_path, scripted, capsys):
     ]
     verdicts = [json.loads(line) for line in (tmp_path / "out" / "verdicts.jsonl").read_text().splitlines()]
     assert results["num_pairs"] == 17 and scored == [v["id"] for v in verdicts if v["kept"]]
+    # a release of constructed test pairs is a benchmark-style release that names how it was made
+    build_release(str(tmp_path / "out"), "0.1.0", tmp_path / "release", verify=False)
+    card = (tmp_path / "release" / "README.md").read_text()
+    assert "> **Constructed pairs.** Made by `prbench construct` with generator `canned-generator`" in card
+    assert "Training data" not in card and "benchmark" in read_front_matter(tmp_path / "release" / "README.md")["tags"]
 
 
 def test_pairs_made_from_the_demo_sample_stay_marked_as_demo(tmp_path):

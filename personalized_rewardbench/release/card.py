@@ -38,9 +38,9 @@ TRAINING_NOTICE = (
 
 
 def split_notice(split: str, provenance: str = "") -> str:
-    """The card's notice for a non-test split ('' for the benchmark's `test` split)."""
+    """The card's notice for a non-test split; for `test`, the provenance of constructed pairs, else ''."""
     if split == "test":
-        return ""
+        return f"> **Constructed pairs.** {provenance}" if provenance else ""
     return TRAINING_NOTICE.format(split=split, provenance=f" {provenance}" if provenance else "")
 
 
