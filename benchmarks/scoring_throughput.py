@@ -94,7 +94,8 @@ def _engine(model_dir: str, items, batch_tokens: int | None = None):
     from personalized_rewardbench.runs.config import RunConfig
     from personalized_rewardbench.runs.scorer_factory import make_scorer
 
-    # the scorer `prbench evaluate --model MODEL_DIR --device cpu [--batch-tokens N]` builds (dtype auto: float32 on CPU)
+    # the scorer `prbench evaluate --model MODEL_DIR --device cpu [--batch-tokens N]` builds
+    # (dtype auto: float32 on CPU)
     scorer = make_scorer(RunConfig(model=model_dir, device="cpu", batch_tokens=batch_tokens))
     warm = EvalItem("warm", items[0].subset, "warm up", (), "yes", "no")
     scorer.score([warm], [0])
@@ -235,8 +236,10 @@ def main() -> None:
             f"{above['engine'] / above['straightforward']:.2f}x above load"
         )
         print(
-            f"  speedup {r['speedup']:.2f}x (median-time ratio {r['median_seconds']['straightforward'] / r['median_seconds']['engine']:.2f}x); "
-            f"engine shared_prefix={r['engine_shared_prefix']}, batch_tokens={r['engine_batch_tokens']}; max |score diff| {r['max_abs_score_diff']:.2e}; "
+            f"  speedup {r['speedup']:.2f}x (median-time ratio "
+            f"{r['median_seconds']['straightforward'] / r['median_seconds']['engine']:.2f}x); "
+            f"engine shared_prefix={r['engine_shared_prefix']}, batch_tokens={r['engine_batch_tokens']}; "
+            f"max |score diff| {r['max_abs_score_diff']:.2e}; "
             f"decisions identical: {r['decisions_identical']}"
         )
     print(f"\ntotal {time.perf_counter() - started:.0f} s")

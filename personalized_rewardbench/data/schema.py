@@ -75,7 +75,7 @@ def check_subset(name: str) -> str:
 
 
 def _fail(source: str, row_ref: str, field: str, problem: str) -> SchemaError:
-    return SchemaError(f"{source}: row {row_ref}: field '{field}': {problem}")
+    return SchemaError(f"row {row_ref}: field '{field}': {problem}", where=source)
 
 
 def _check_struct_list(value: Any, keys: Mapping[str, Any], source: str, ref: str, field: str) -> None:
@@ -98,7 +98,7 @@ def row_problem(row: Mapping[str, Any], source: str, index: int, paired: bool = 
 
     `paired=False` checks an unpaired row: `chosen` and `rejected` are neither required nor read."""
     if not isinstance(row, Mapping):
-        return SchemaError(f"{source}: row #{index}: expected an object, got {type(row).__name__}")
+        return SchemaError(f"row #{index}: expected an object, got {type(row).__name__}", where=source)
     ref = str(row["id"]) if isinstance(row.get("id"), str) and row.get("id") else f"#{index}"
     fields = FEATURES if paired else UNPAIRED_FIELDS
     for field in fields:

@@ -75,7 +75,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as error:
                 raise UserError(
-                    f"{path}: line {line_number}: not valid JSON ({error.msg}); fix or remove that line"
+                    f"line {line_number}: not valid JSON ({error.msg})", "fix or remove that line", where=path
                 ) from None
     return rows
 
@@ -89,7 +89,7 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
         raise
     except (OSError, ValueError) as error:
         raise UserError(
-            f"{path}: cannot read ({type(error).__name__}: {error}); is it a valid {path.suffix[1:]} file?"
+            f"cannot read it as a {path.suffix[1:]} file ({type(error).__name__}: {error})", where=path
         ) from None
 
 
@@ -117,18 +117,22 @@ def _load_folder(
     folder: Path, spec: str, kind: str, revision: str | None = None, split: str | None = "test", paired: bool = True
 ) -> Source:
     if not folder.is_dir():
-        raise UserError(f"data folder {folder} does not exist: pass 'sample', a folder, or hub:OWNER/NAME[@REV]")
+        raise UserError(
+            "the data folder does not exist", "pass --data sample, a folder, or hub:OWNER/NAME[@REV]", where=folder
+        )
     present = _splits_present(folder)
     if split is None:
         if len(present) > 1:
-            raise UserError(f"{folder}: holds the splits {', '.join(present)}; choose one with --split")
+            raise UserError(f"holds the splits {', '.join(present)}", "choose one with --split", where=folder)
         split = present[0] if present else "test"
     found = {subset: _subset_files(folder, subset, split) for subset in SUBSETS}
     if not any(found.values()):
         other = f"; it holds {', '.join(present)} files (choose one with --split)" if present else ""
         raise UserError(
-            f"{folder}: no subset files found; expected <Config>/{split}-*.parquet (or .jsonl) "
-            f"or data/<Config>/{split}-*.parquet for Configs {', '.join(SUBSETS)}{other}"
+            f"no subset files found for the {split} split{other}",
+            f"write <Config>/{split}-*.parquet (or .jsonl) or data/<Config>/{split}-*.parquet "
+            f"for Configs {', '.join(SUBSETS)}",
+            where=folder,
         )
     rows: dict[str, list[dict[str, Any]]] = {}
     files: dict[str, Path] = {}
@@ -140,7 +144,7 @@ def _load_folder(
             subset_rows.extend(_read_rows(path))
         label = str(paths[0]) if len(paths) == 1 else f"{paths[0].parent}/{split}-*"
         if not subset_rows:
-            raise UserError(f"{label}: holds no rows; remove the file or fill it")
+            raise UserError("holds no rows", "remove the file or fill it", where=label)
         rows[subset] = validate_rows(subset_rows, label, paired)
         files[subset] = paths[0]
     check_unique_ids(rows, str(folder))
@@ -175,7 +179,7 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError:
-        raise UserError(f"{path}: not valid JSON; rebuild the release with 'prbench release build'") from None
+        raise UserError("not valid JSON", "rebuild the release with 'prbench release build'", where=path) from None
 
 
 def check_unique_ids(rows: dict[str, list[dict[str, Any]]], source: str) -> None:
@@ -185,7 +189,9 @@ def check_unique_ids(rows: dict[str, list[dict[str, Any]]], source: str) -> None
         for row in subset_rows:
             if row["id"] in owner:
                 raise UserError(
-                    f"{source}: row {row['id']}: field 'id': in both {owner[row['id']]} and {subset}; ids must be unique across subsets"
+                    f"row {row['id']}: field 'id': in both {owner[row['id']]} and {subset}",
+                    "ids must be unique across subsets",
+                    where=source,
                 )
             owner[row["id"]] = subset
 
@@ -215,15 +221,15 @@ def _load_hub(spec: str, split: str | None = "test", paired: bool = True) -> Sou
         local = Path(snapshot_download(repo_id, repo_type="dataset", revision=revision, allow_patterns=patterns))
     except (RepositoryNotFoundError, RevisionNotFoundError) as error:
         raise UserError(
-            f"{spec}: {type(error).__name__}: check the repo id and revision (and your token for private repos)"
+            f"{spec}: {type(error).__name__}", "check the repo id and revision (and your token for private repos)"
         ) from None
     except LocalEntryNotFoundError:
         raise UserError(
-            f"{spec}: not in the local Hub cache and the Hub cannot be reached (offline?); download it once online"
+            f"{spec}: not in the local Hub cache and the Hub cannot be reached (offline?)", "download it once online"
         ) from None
     except (HfHubHTTPError, OSError) as error:
         raise UserError(
-            f"{spec}: download failed ({type(error).__name__}); check the network or use a local folder"
+            f"{spec}: download failed ({type(error).__name__})", "check the network, or pass a local folder as --data"
         ) from None
     # snapshot folders are named after the resolved commit
     return _load_folder(local, spec, "hub", revision=local.name, split=split, paired=paired)

@@ -29,7 +29,8 @@ own (Qwen2/3 and the Skywork-Reward-V2 Qwen models, for example) both routes giv
 Llama-3 style tokenizers the only difference is the extra leading BOS, which can move scores slightly.
 
 >>> from personalized_rewardbench.data.eval_items import EvalItem, ProfilePost
->>> item = EvalItem("0_0_1", "Art_and_Entertainment", "Which anime next?", (ProfilePost("anime", "I loved Mushishi."),), "A", "B")
+>>> posts = (ProfilePost("anime", "I loved Mushishi."),)
+>>> item = EvalItem("0_0_1", "Art_and_Entertainment", "Which anime next?", posts, "A", "B")
 >>> print(user_message(item, "upstream"))
 Post 1 (Category: anime):
 I loved Mushishi.
@@ -62,7 +63,10 @@ def user_message(item: EvalItem, template: str = "default") -> str:
         return item.question
     if template == "upstream":
         return f"{format_posts(item.posts)}\n\n{item.question}"
-    return f"Here are some of my earlier posts, most relevant first:\n\n{format_posts(item.posts)}\n\nMy question:\n{item.question}"
+    return (
+        f"Here are some of my earlier posts, most relevant first:\n\n{format_posts(item.posts)}"
+        f"\n\nMy question:\n{item.question}"
+    )
 
 
 def reward_chat(item: EvalItem, answer: str, template: str = "default") -> list[dict[str, str]]:
