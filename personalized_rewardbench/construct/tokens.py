@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from personalized_rewardbench.downstream.generation import chat_ids
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.scoring.model_loading import load_tokenizer
 from personalized_rewardbench.scoring.registry import resolve_spec
@@ -37,7 +38,4 @@ class TokenCounter:
         """Tokens of the prompt a chat renders to (with the generation prompt), as the backend sends it."""
         if self.tokenizer is None or not getattr(self.tokenizer, "chat_template", None):
             return sum(self.text(message["content"]) for message in chat)
-        encoded = self.tokenizer.apply_chat_template(
-            list(chat), add_generation_prompt=True, tokenize=True, return_dict=True
-        )
-        return len(encoded["input_ids"])
+        return len(chat_ids(self.tokenizer, list(chat)))
