@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -137,3 +138,13 @@ def test_judge_reads_the_rubric_and_keys_by_item_and_text(generated, tmp_path):
         assert all(aspect["aspect"] in user for aspect in item["rubric_aspects"])
         assert item["narrative"] not in user  # the rubric, not the narrative
     assert outcome.folder.parent.name == "judge" and outcome.folder.name.startswith("canned-rubric-v1-")
+
+
+def test_vllm_backend_without_vllm_is_one_line(policy, tmp_path, capsys):
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vllm is installed here")
+    assert _generate(policy, tmp_path / "v", "--backend", "vllm") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("prbench: error: --backend vllm: the vllm package is not installed") and err.count("\n") == 1
+    assert main(["bon", "judge", "--judge", str(policy), "--candidates", str(tmp_path / "none")]) == 2
+    assert "is not a candidates folder" in capsys.readouterr().err

@@ -166,3 +166,21 @@ def test_quality_is_the_mean_over_aspects_and_keys_depend_on_item_and_text():
     assert quality(None) is None
     assert candidate_key("0_0_1", "text") == candidate_key("0_0_1", "text")
     assert candidate_key("0_0_1", "text") != candidate_key("0_0_2", "text") != candidate_key("0_0_1", "text ")
+
+
+def test_chat_ids_fold_the_system_message_for_templates_without_one():
+    from personalized_rewardbench.downstream.generation import chat_ids
+    from personalized_rewardbench.testing.tiny_models import make_tokenizer
+
+    tokenizer = make_tokenizer()
+    chat = [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "Hello?"}]
+    with_system = tokenizer.decode(chat_ids(tokenizer, chat))
+    assert with_system.count("<|im_start|>") == 3 and "system" in with_system
+    tokenizer.chat_template = (
+        "{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('no system role') }}{% endif %}"
+        "{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+    )
+    folded = tokenizer.decode(chat_ids(tokenizer, chat))
+    assert folded.count("<|im_start|>") == 2 and "system" not in folded
+    assert folded.index("kind") < folded.index("hello")

@@ -139,7 +139,7 @@ def test_score_judge_reads_ratings_after_the_space_and_ten_over_two_tokens(bpe_l
     items = prepare_items(config, log=lambda _: None).items
     model = judge.backend.model
     for item, record in zip(items, outcome.records):
-        prompts, _ = judge.encode_item(item)
+        prompts = judge.encode_item(item).prompts
         for prompt, score in zip(prompts, (record["chosen_score"], record["rejected_score"])):
             assert judge.tokenizer.convert_ids_to_tokens(prompt[-3:]) == ["Rating", ":", "Ġ"]
             with torch.no_grad():  # by hand: one full forward over the prompt followed by "1"
@@ -160,7 +160,8 @@ def test_pairwise_judge_with_byte_level_letters(bpe_lm, tmp_path):
     judge = make_scorer(config)
     assert judge.protocol()["forced_prefix"] == "Result:" and judge.protocol()["multi_token_choices"] == []
     items = prepare_items(config, log=lambda _: None).items
-    record = judge.score(items, [0])[0]
+    plan = judge.plan(items)
+    record = judge.score(plan, [0])[0]
     first, _second = judge.encode_item(items[0])[0]
     with torch.no_grad():
         logprobs = judge.backend.model(torch.tensor([first])).logits[0, -1].log_softmax(-1)

@@ -47,8 +47,9 @@ def _groups(items) -> list[AnswerGroup]:
 
 
 def _pairs_scored(scorer, items) -> list[tuple[float, float]]:
-    records = [record for batch in scorer.plan(items) for record in scorer.score(items, batch)]
-    order = [i for batch in scorer.plan(items) for i in batch]
+    plan = scorer.plan(items)
+    records = [record for batch in plan.batches for record in scorer.score(plan, batch)]
+    order = [i for batch in plan.batches for i in batch]
     by_index = dict(zip(order, records))
     return [(by_index[i]["chosen_score"], by_index[i]["rejected_score"]) for i in range(len(items))]
 
@@ -71,10 +72,8 @@ def test_classifier_groups_share_the_prompt_and_equal_full_forwards(tiny_rm, ite
     scorer = make_scorer(_config(tiny_rm))
     groups = _groups(items)
     calls = []
-    original = classifier_module.shared_prefix_logits
-    monkeypatch.setattr(
-        classifier_module, "shared_prefix_logits", lambda *a, **k: calls.append(a[1]) or original(*a, **k)
-    )
+    original = classifier_module.pooled_logits
+    monkeypatch.setattr(classifier_module, "pooled_logits", lambda *a, **k: calls.append(a[1]) or original(*a, **k))
     results = scorer.score_answers(groups)
     monkeypatch.undo()
     scored = [call for call in calls if len(call[0][1]) == 4]  # the check before scoring uses slices of two

@@ -60,9 +60,26 @@ def sample_seed(seed: int, item_id: str, index: int) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
+def merge_system(chat: Chat) -> Chat:
+    """The chat with a leading system message folded into the first user turn (for templates without one).
+
+    >>> merge_system([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}])
+    [{'role': 'user', 'content': 'S\\n\\nU'}]
+    """
+    if len(chat) < 2 or chat[0]["role"] != "system":
+        return chat
+    return [{"role": "user", "content": f"{chat[0]['content']}\n\n{chat[1]['content']}"}, *chat[2:]]
+
+
 def chat_ids(tokenizer, chat: Chat) -> list[int]:
-    """Token ids of `chat` with the generation prompt, tokenized by the chat template (one BOS)."""
-    encoded = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=True, return_dict=True)
+    """Token ids of `chat` with the generation prompt, tokenized by the chat template (one BOS); the system
+    message goes into the user turn when the template rejects a system role (as the LLM judges do)."""
+    try:
+        encoded = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=True, return_dict=True)
+    except Exception:  # jinja's TemplateError from templates that raise on a system turn
+        encoded = tokenizer.apply_chat_template(
+            merge_system(chat), add_generation_prompt=True, tokenize=True, return_dict=True
+        )
     return list(encoded["input_ids"])
 
 

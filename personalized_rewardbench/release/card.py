@@ -44,6 +44,30 @@ def split_notice(split: str, provenance: str = "") -> str:
     return TRAINING_NOTICE.format(split=split, provenance=f" {provenance}" if provenance else "")
 
 
+#: Where the benchmark's pairs come from (the card of a release built from benchmark data).
+PROVENANCE = (
+    "The questions and profiles come from the test split of LaMP-QA (StackExchange users with their post\n"
+    "histories). For each question the user's narrative was distilled into rubric aspects; then two answers\n"
+    "of similar quality and length were generated conditioned on those aspects: `chosen` satisfies them and\n"
+    "`rejected` deliberately violates them. Because both answers are competent in general terms, a reward\n"
+    "model can only separate them by modelling the individual user."
+)
+#: The same section on the card of pairs made by `prbench construct` (not from the demo sample).
+CONSTRUCTED_PROVENANCE = (
+    "The pairs of this release were made by `prbench construct` (personalized-rewardbench) the way the\n"
+    "benchmark's were: from LaMP-QA-style rows, a generator wrote `chosen` to cover the user's rubric aspects\n"
+    "and `rejected` to go against them, from the same question and top profile posts; only pairs that passed\n"
+    "the rubric judge's margin, a length-ratio band and an answer-key leak check were kept (see the notice above)."
+)
+#: The same section on the card of a demo-sample build: its items come from no dataset.
+DEMO_PROVENANCE = (
+    "The items of this demo release were written for the personalized-rewardbench package, in the\n"
+    "benchmark's format; no user, question or answer in it comes from LaMP-QA or from the benchmark. In the\n"
+    "benchmark itself, questions and profiles come from LaMP-QA, and each `chosen` / `rejected` pair was\n"
+    "generated to satisfy or violate rubric aspects distilled from the user's narrative."
+)
+
+
 @dataclass
 class SubsetStats:
     """What the card reports about one written subset."""
@@ -147,6 +171,7 @@ def render_card(
         front_matter=yaml.safe_dump(meta, sort_keys=False, allow_unicode=True).rstrip(),
         demo_notice="\n\n".join(n for n in (DEMO_NOTICE if demo else "", split_notice(split, provenance)) if n),
         split=split,
+        provenance=DEMO_PROVENANCE if demo else CONSTRUCTED_PROVENANCE if provenance else PROVENANCE,
         counts_table=counts,
         version=version,
         source=source,

@@ -19,12 +19,19 @@ import torch
 
 from personalized_rewardbench.data.eval_items import EvalItem
 from personalized_rewardbench.errors import UserError
-from personalized_rewardbench.scoring.base import AnswerGroup, AnswerScores, ScoreRecord, fixed_batches
+from personalized_rewardbench.scoring.base import (
+    AnswerGroup,
+    AnswerScores,
+    Scorer,
+    ScoreRecord,
+    ScoringPlan,
+    fixed_batches,
+)
 
 BASELINES = ("baseline:length", "baseline:random", "baseline:embedding")
 
 
-class _Baseline:
+class _Baseline(Scorer):
     model_type = "baseline"
     revision: str | None = None
     device = "cpu"
@@ -36,17 +43,18 @@ class _Baseline:
     def protocol(self) -> dict[str, Any]:
         return {"score_rule": self.name.removeprefix("baseline:")}
 
-    def plan(self, items: list[EvalItem]) -> list[list[int]]:
-        return fixed_batches(len(items), self.batch_size)
+    def plan(self, items: Sequence[EvalItem]) -> ScoringPlan:
+        return ScoringPlan.of(items, fixed_batches(len(items), self.batch_size))
 
     def answer_scores(self, item: EvalItem, answers: Sequence[str]) -> list[float]:
         """One score per answer of `item`'s prompt (a pair: chosen, rejected)."""
         raise NotImplementedError
 
-    def score(self, items: list[EvalItem], batch: list[int]) -> list[ScoreRecord]:
+    def score(self, plan: ScoringPlan, batch: Sequence[int]) -> list[ScoreRecord]:
         records = []
         for i in batch:
-            chosen, rejected = self.answer_scores(items[i], (items[i].chosen, items[i].rejected))
+            item = plan.items[i]
+            chosen, rejected = self.answer_scores(item, (item.chosen, item.rejected))
             records.append({"chosen_score": chosen, "rejected_score": rejected, "truncated": False})
         return records
 

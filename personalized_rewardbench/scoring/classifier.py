@@ -11,22 +11,30 @@ answer is never cut: an answer that does not fit on its own is a `UserError` nam
 
 Batches hold pairs sorted by length under a token budget (`batch_tokens`). For decoder-only models
 the pair's shared prefix (the chat up to the answer) runs once and both answers are scored from its
-KV cache (`prefix_scoring`); pairs or models where that is not exact are scored in full, and
-`runtime_stats()` says how many.
+KV cache (`shared_prefix`, the mechanism judges use too); pairs or models where that is not exact are scored
+in full, and the plan's runtime figures say how many.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
 from personalized_rewardbench.data.eval_items import EvalItem
 from personalized_rewardbench.errors import UserError
-from personalized_rewardbench.scoring.base import AnswerGroup, AnswerScores, ScoreRecord, token_budget_batches
+from personalized_rewardbench.scoring.base import (
+    AnswerGroup,
+    AnswerScores,
+    Scorer,
+    ScoreRecord,
+    ScoringPlan,
+    token_budget_batches,
+)
 from personalized_rewardbench.scoring.devices import auto_batch_tokens, dtype_name
+from personalized_rewardbench.scoring.fitting import ELLIPSIS, fit_item, token_ends
 from personalized_rewardbench.scoring.model_loading import (
     attention_implementation,
     ensure_distinct_pad,
@@ -37,19 +45,16 @@ from personalized_rewardbench.scoring.model_loading import (
 from personalized_rewardbench.scoring.prompts import reward_chat, user_message
 from personalized_rewardbench.scoring.registry import ModelSpec
 from personalized_rewardbench.scoring.shared_prefix import (
+    DISABLED,
     PairLayout,
+    agree,
+    check_failed_note,
     group_layout,
+    pooled_logits,
     shared_prefix_batches,
     shared_prefix_cost,
-    shared_prefix_logits,
     shared_prefix_support,
 )
-
-#: Shared-prefix scores may differ from full scores by float rounding only; the check before scoring allows this much.
-_CHECK_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-8}
-_CHECK_TOLERANCE_HALF = 5e-2
-#: Marks a question shortened to fit the max length (its start is kept).
-ELLIPSIS = "…"
 
 
 @dataclass(frozen=True)
@@ -82,7 +87,7 @@ class EncodedGroup:
         return self.layout.prefix, self.longest - self.layout.prefix, len(self.inputs)
 
 
-class ClassifierScorer:
+class ClassifierScorer(Scorer):
     """Pointwise reward-model scorer; batches are token-budget groups of pairs sorted by length."""
 
     model_type = "classifier"
@@ -113,18 +118,10 @@ class ClassifierScorer:
         )
         self.model_limit: int | None = getattr(self.model.config, "max_position_embeddings", None)
         self.max_length = min(spec.max_length, self.model_limit or spec.max_length)
-        if shared_prefix:
-            self.shared_prefix, self.shared_prefix_note, self._max_shared_length = shared_prefix_support(self.model)
-        else:
-            self.shared_prefix, self.shared_prefix_note, self._max_shared_length = (
-                False,
-                "disabled by --no-shared-prefix",
-                None,
-            )
-        self._encoded: dict[int, EncodedGroup] = {}
-        self._checked = False  # the shared-prefix check before the first batch has run (see `_self_check`)
-        self._stats: dict[str, Any] = {}
-        self.notices: list[str] = []
+        support = shared_prefix_support(self.model)
+        self.shared_prefix = shared_prefix and support.supported
+        self.shared_prefix_note = support.reason if shared_prefix else DISABLED
+        self._checked = False  # the model's shared-prefix check has run (see `_self_check`); model state, not run state
 
     def protocol(self) -> dict[str, Any]:
         return {
@@ -135,10 +132,6 @@ class ClassifierScorer:
             "attn_implementation": attention_implementation(self.model),
             "added_pad_token": self.added_pad,
         }
-
-    def runtime_stats(self) -> dict[str, Any]:
-        """Figures of the whole batch plan (identical on every process of a multi-process run)."""
-        return {"batch_tokens": self.batch_tokens, **self._stats}
 
     # -- encoding ---------------------------------------------------------------------------------
     def encode_answer(self, item: EvalItem, answer: str) -> list[int]:
@@ -162,52 +155,18 @@ class ClassifierScorer:
 
     def fit(self, item: EvalItem, answers: Sequence[str] | None = None) -> FittedGroup:
         """Every answer's input within `max_length` (default answers: chosen, rejected): drop the lowest-ranked
-        posts, then shorten the question; never cut an answer."""
+        posts, then shorten the question; never cut an answer (`fitting.fit_item`)."""
         answers = (item.chosen, item.rejected) if answers is None else tuple(answers)
+        fitted = fit_item(
+            item,
+            lambda candidate: tuple(self.encode_answer(candidate, answer) for answer in answers),
+            lambda inputs: max(map(len, inputs)) <= self.max_length,
+            lambda question: token_ends(self.tokenizer, question),
+            self._answer_too_long,
+        )
+        return FittedGroup(fitted.item, fitted.encoded, fitted.truncated, fitted.question_shortened)
 
-        def encode(candidate: EvalItem) -> tuple[list[int], ...]:
-            return tuple(self.encode_answer(candidate, answer) for answer in answers)
-
-        for keep in range(len(item.posts), -1, -1):
-            trimmed = item.with_posts(keep)
-            inputs = encode(trimmed)
-            if max(map(len, inputs)) <= self.max_length:
-                return FittedGroup(trimmed, inputs, truncated=keep < len(item.posts))
-        return self._shorten_question(trimmed, encode, truncated=bool(item.posts))
-
-    def _shorten_question(self, item: EvalItem, encode, truncated: bool) -> FittedGroup:
-        """The longest start of the question (cut at a token end, marked `…`) with which every input fits."""
-        question = item.question
-
-        def shortened(cut: int) -> EvalItem:
-            start = question[:cut].rstrip()
-            return replace(item, question=f"{start} {ELLIPSIS}" if start else ELLIPSIS)
-
-        fits = lambda ids: max(map(len, ids)) <= self.max_length  # noqa: E731
-        best = encode(shortened(0))
-        if not fits(best):
-            self._answer_too_long(item, best)
-        cuts = self._cut_points(question)
-        low, high = -1, len(cuts)  # cuts[low] fits (-1: the ellipsis alone), the whole question does not
-        while high - low > 1:
-            middle = (low + high) // 2
-            ids = encode(shortened(cuts[middle]))
-            if fits(ids):
-                low, best = middle, ids
-            else:
-                high = middle
-        final = shortened(cuts[low] if low >= 0 else 0)
-        return FittedGroup(final, best, truncated=truncated, question_shortened=True)
-
-    def _cut_points(self, question: str) -> list[int]:
-        """Character offsets where a token of the question ends (every character for slow tokenizers)."""
-        try:
-            offsets = self.tokenizer(question, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-            return sorted({end for _start, end in offsets if 0 < end < len(question)})
-        except (NotImplementedError, TypeError, ValueError, KeyError):
-            return list(range(1, len(question)))
-
-    def _answer_too_long(self, item: EvalItem, ids: tuple[list[int], ...]) -> None:
+    def _answer_too_long(self, item: EvalItem, ids: tuple[list[int], ...]) -> NoReturn:
         index = next(n for n, answer in enumerate(ids) if len(answer) > self.max_length)
         which = f"the {('chosen', 'rejected')[index]} answer" if len(ids) == 2 else f"answer {index + 1} of {len(ids)}"
         length = len(ids[index])
@@ -231,9 +190,6 @@ class ClassifierScorer:
             except Exception:  # noqa: BLE001 - a template that cannot render the prompt alone: score in full
                 prompt = []
             layout = group_layout(prompt, fitted.inputs, self.tokenizer.pad_token_id)
-            longest = max(map(len, fitted.inputs))
-            if layout.prefix and self._max_shared_length is not None and longest > self._max_shared_length:
-                layout = PairLayout(0, "input longer than the model's sliding attention window")
         return EncodedGroup(fitted.inputs, fitted.truncated, layout, fitted.question_shortened)
 
     def _verified(self, encoded: Sequence[EncodedGroup]) -> list[EncodedGroup]:
@@ -244,42 +200,42 @@ class ClassifierScorer:
         return list(encoded)
 
     def _batches(self, encoded: Sequence[EncodedGroup]) -> list[list[int]]:
-        """Shared-prefix batches, then full-scoring batches; each within `batch_tokens` (a lone over-long group excepted)."""
+        """Shared-prefix batches, then full-scoring batches, each within `batch_tokens` (a lone big group excepted)."""
         shared = [i for i, group in enumerate(encoded) if group.layout.prefix]
         full = [i for i, group in enumerate(encoded) if not group.layout.prefix]
         shapes = [encoded[i].shape for i in shared]
-        batches = [
-            [shared[j] for j in batch]
-            for batch in shared_prefix_batches(shapes, self.batch_tokens, max_length=self._max_shared_length)
-        ]
+        batches = [[shared[j] for j in batch] for batch in shared_prefix_batches(shapes, self.batch_tokens)]
         lengths = [len(encoded[i].inputs) * encoded[i].longest for i in full]
         batches += [[full[j] for j in batch] for batch in token_budget_batches(lengths, self.batch_tokens)]
         return batches
 
     # -- planning ---------------------------------------------------------------------------------
-    def plan(self, items: list[EvalItem]) -> list[list[int]]:
-        """Shared-prefix batches, then full-scoring batches; each within `batch_tokens` (a lone over-long pair excepted)."""
-        self._encoded = dict(enumerate(self._verified([self._encode(item) for item in items])))
-        batches = self._batches([self._encoded[i] for i in range(len(items))])
-        self._record_plan(items, batches)
-        return batches
+    def plan(self, items: Sequence[EvalItem]) -> ScoringPlan:
+        """Shared-prefix batches, then full-scoring batches, each within `batch_tokens` (a lone over-long pair
+        excepted); the plan carries every pair's encoding and the plan's figures (identical on every process)."""
+        encoded = self._verified([self._encode(item) for item in items])
+        batches = self._batches(encoded)
+        stats, notices = self._plan_figures(encoded, batches)
+        return ScoringPlan.of(items, batches, encoded, notices, stats)
 
-    def _record_plan(self, items: list[EvalItem], batches: list[list[int]]) -> None:
+    def _plan_figures(
+        self, encoded: Sequence[EncodedGroup], batches: Sequence[Sequence[int]]
+    ) -> tuple[dict[str, Any], list[str]]:
+        """results.json runtime figures (padding, sharing) and the notices of a plan."""
         computed = real = 0
         for batch in batches:
-            groups = [self._encoded[i] for i in batch]
+            groups = [encoded[i] for i in batch]
             real += sum(sum(map(len, g.inputs)) - (len(g.inputs) - 1) * g.layout.prefix for g in groups)
             if groups[0].layout.prefix:
                 computed += shared_prefix_cost([g.shape for g in groups])
             else:
                 computed += sum(len(g.inputs) for g in groups) * max(g.longest for g in groups)
-        shared = sum(1 for i in range(len(items)) if self._encoded[i].layout.prefix)
-        fallbacks = len(items) - shared
-        reasons = sorted(
-            {self._encoded[i].layout.reason for i in range(len(items)) if not self._encoded[i].layout.prefix}
-        )
+        shared = sum(1 for group in encoded if group.layout.prefix)
+        fallbacks = len(encoded) - shared
+        reasons = sorted({group.layout.reason for group in encoded if not group.layout.prefix})
         mode: bool | str = True if shared and not fallbacks else ("partial" if shared else False)
-        self._stats = {
+        stats: dict[str, Any] = {
+            "batch_tokens": self.batch_tokens,
             "padding_fraction": round(1 - real / computed, 4) if computed else 0.0,
             "batches": len(batches),
             "tokens_computed": computed,
@@ -288,14 +244,14 @@ class ClassifierScorer:
             "shared_prefix_fallbacks": fallbacks,
         }
         if reasons:
-            self._stats["shared_prefix_note"] = "; ".join(reasons)
-        self.notices = []
-        if mode == "partial" or (
-            mode is False and items and self.shared_prefix_note != "disabled by --no-shared-prefix"
-        ):
-            self.notices.append(
-                f"shared prefix: {mode if mode else 'off'} -- {fallbacks} of {len(items)} pairs scored in full ({'; '.join(reasons)})"
+            stats["shared_prefix_note"] = "; ".join(reasons)
+        notices = []
+        if mode == "partial" or (mode is False and encoded and self.shared_prefix_note != DISABLED):
+            notices.append(
+                f"shared prefix: {mode if mode else 'off'} -- {fallbacks} of {len(encoded)} pairs scored in full "
+                f"({'; '.join(reasons)})"
             )
+        return stats, notices
 
     def _self_check(self, group: EncodedGroup) -> bool:
         """Once per model: a short slice of a real group scored both ways must agree, else share nothing."""
@@ -304,17 +260,12 @@ class ClassifierScorer:
         suffixes = [ids[prefix:][-24:] for ids in group.inputs[:2]]
         sizes = sorted({min(prefix, 48), max(1, min(prefix, 48) // 2)})
         triples = [(group.inputs[0][:size], suffixes) for size in sizes]
-        shared = self._scores(shared_prefix_logits(self.model, triples, self.tokenizer.pad_token_id, self.device))
+        shared = self._scores(pooled_logits(self.model, triples, self.tokenizer.pad_token_id, self.device))
         full = self._scores(self._full_logits([p + s for p, ends in triples for s in ends]))
-        tolerance = _CHECK_TOLERANCE.get(self.dtype, _CHECK_TOLERANCE_HALF)
-        worst = float((shared - full).abs().max())
-        if worst <= tolerance * max(1.0, float(full.abs().max())):
-            return True
-        self.shared_prefix = False
-        self.shared_prefix_note = (
-            f"shared-prefix scores differed from full scores by {worst:.2g} in the check before scoring"
-        )
-        return False
+        ok, worst = agree(shared, full, self.dtype)
+        if not ok:
+            self.shared_prefix, self.shared_prefix_note = False, check_failed_note(worst)
+        return ok
 
     # -- scoring ----------------------------------------------------------------------------------
     def _scores(self, logits: torch.Tensor) -> torch.Tensor:
@@ -344,7 +295,7 @@ class ClassifierScorer:
         """Scores of each group's inputs: one shared-prefix pass when every group shares, else full scoring."""
         if all(group.layout.prefix for group in groups):
             split = [(g.inputs[0][: g.layout.prefix], [ids[g.layout.prefix :] for ids in g.inputs]) for g in groups]
-            logits = shared_prefix_logits(self.model, split, self.tokenizer.pad_token_id, self.device)
+            logits = pooled_logits(self.model, split, self.tokenizer.pad_token_id, self.device)
             flat = self._scores(logits).tolist()
         else:
             flat = self.score_sequences([ids for group in groups for ids in group.inputs])
@@ -354,8 +305,8 @@ class ClassifierScorer:
             start += len(group.inputs)
         return out
 
-    def score(self, items: list[EvalItem], batch: list[int]) -> list[ScoreRecord]:
-        encoded = [self._encoded[i] if i in self._encoded else self._encode(items[i]) for i in batch]
+    def score(self, plan: ScoringPlan, batch: Sequence[int]) -> list[ScoreRecord]:
+        encoded = [plan.encodings[i] for i in batch]
         return [
             {
                 "chosen_score": scores[0],
@@ -377,7 +328,6 @@ class ClassifierScorer:
                 results[todo[n]] = AnswerScores(tuple(scores), encoded[n].truncated, encoded[n].question_shortened)
         return results
 
-    @staticmethod
-    def summarize(records: list[ScoreRecord]) -> dict[str, Any]:
-        """results.json figures beyond accuracy: pairs whose question was shortened (posts dropped: `truncated_pairs`)."""
+    def summarize(self, records: list[ScoreRecord]) -> dict[str, Any]:
+        """results.json figures beyond accuracy: pairs whose question was shortened (posts dropped: truncated_pairs)."""
         return {"shortened_questions": sum(1 for record in records if record.get("question_shortened"))}

@@ -35,6 +35,14 @@ positions of the same pass), renormalised over the ratings. In generate mode the
 -1.0 for both answers, a tie, which the metric counts as wrong (the parsed rating is still kept in
 ``rating_*``).
 
+Over-long prompts follow the classifiers' policy (`fitting.py`): the lowest-ranked posts go first
+(``truncated``), then the question's end (marked ``…``; the record gets ``question_shortened: true`` and
+results.json counts ``shortened_questions``); an answer is never cut -- a prompt that does not fit with its
+answers alone is a one-line error. In generate mode ``--max-new-tokens`` of the max length are kept free.
+
+`score_answers` (Best-of-N, RL rewards) rates any number of answers per prompt with the rating judge; the
+pairwise judge gives no score per answer and refuses.
+
 Model quirks come from the registry: ``ModelSpec.logits_template_kwargs`` (e.g. Qwen3's
 ``enable_thinking=False``) are passed to the chat template in logits mode.
 """
@@ -43,13 +51,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple, NoReturn
 
-from personalized_rewardbench.accuracy import metric_module, pairwise_accuracy
 from personalized_rewardbench.data.eval_items import EvalItem
 from personalized_rewardbench.errors import UserError
-from personalized_rewardbench.scoring.base import AnswerGroup, AnswerScores, ScoreRecord, token_budget_batches
-from personalized_rewardbench.scoring.judge_backends import make_backend, shared_prefix_length
+from personalized_rewardbench.scoring.base import (
+    AnswerGroup,
+    AnswerScores,
+    Scorer,
+    ScoreRecord,
+    ScoringPlan,
+    token_budget_batches,
+)
+from personalized_rewardbench.scoring.devices import auto_batch_tokens
+from personalized_rewardbench.scoring.fitting import ELLIPSIS, fit_item, token_ends
+from personalized_rewardbench.scoring.judge_backends import JudgeSettings, make_backend, shared_prefix_length
+from personalized_rewardbench.scoring.judge_figures import judge_figures, pair_interval  # noqa: F401 - re-exported
 from personalized_rewardbench.scoring.judge_prompts import (
     LETTERS,
     PAIRWISE_PROMPT,
@@ -63,9 +80,6 @@ from personalized_rewardbench.scoring.judge_prompts import (
 from personalized_rewardbench.scoring.registry import ModelSpec
 from personalized_rewardbench.scoring.verdicts import ChoiceReader, parse_rating, parse_verdict, read_choices
 
-if TYPE_CHECKING:
-    from personalized_rewardbench.runs.config import RunConfig
-
 JUDGE_MODES = ("logits", "generate")
 TEXT_LIMIT = 2000
 NO_RATING_SCORE = -1.0  # both answers of a pair with an unparsable rating: a tie, counted wrong
@@ -73,12 +87,30 @@ MIN_CONTENT_TOKENS = 64  # room a prompt needs beyond the judge's instructions (
 _PROBE = EvalItem("probe", "probe", "Which one?", (), "The first answer.", "The second answer.")
 
 
+class JudgePrompts(NamedTuple):
+    """An item's prompts as they are scored, and how they were fitted to the max length (`fitting`)."""
+
+    prompts: list[list[int]]
+    truncated: bool  # profile posts were dropped
+    question_shortened: bool = False  # no posts left and still too long: the question's end was cut
+
+    def flags(self) -> dict[str, bool]:
+        """The record fields: `truncated`, and `question_shortened` only when it happened (records of runs that
+        never shorten stay as they were)."""
+        return {"truncated": self.truncated, **({"question_shortened": True} if self.question_shortened else {})}
+
+
+def shortened_questions(records: list[dict[str, Any]]) -> int:
+    """results.json `shortened_questions`: pairs whose question was shortened to fit."""
+    return sum(1 for record in records if record.get("question_shortened"))
+
+
 def _clip(text: str) -> str:
     """The last TEXT_LIMIT characters (the verdict is at the end), marked when cut."""
     return text if len(text) <= TEXT_LIMIT else "…" + text[-TEXT_LIMIT:]
 
 
-class _Judge:
+class _Judge(Scorer):
     """What both judges share: two prompts per item, encoding with truncation, batching, backend calls."""
 
     model_type = ""
@@ -86,19 +118,19 @@ class _Judge:
     answer_format = ""
     choices: tuple[str, ...] = ()
 
-    def __init__(self, config: RunConfig, spec: ModelSpec, backend):
-        self.name = config.model
-        self.mode = config.judge_mode
-        self.max_new_tokens = config.max_new_tokens
-        self.batch_tokens = config.batch_tokens
+    def __init__(self, settings: JudgeSettings, spec: ModelSpec, backend):
+        self.name = settings.model
+        self.mode = settings.judge_mode
+        self.max_new_tokens = settings.max_new_tokens
         self.backend = backend
         self.tokenizer = backend.tokenizer
         self.revision = backend.revision
         self.device = backend.device
+        self.batch_tokens = (
+            settings.batch_tokens if settings.batch_tokens is not None else auto_batch_tokens(self.device)
+        )
         self.template_kwargs = dict(spec.logits_template_kwargs) if self.mode == "logits" else {}
         self.merge_system = not self._accepts_system_role()
-        self.notices: list[str] = []
-        self._plan_stats: dict[str, Any] = {}
         self._reader_notice = ""
         self.reader: ChoiceReader | None = None
         if self.mode == "logits":
@@ -111,7 +143,6 @@ class _Judge:
                     f"{self.answer_format.format('X')!r} was tokenized on its own to find the forced prefix"
                 )
         self._check_room()
-        self._encoded: dict[int, tuple[list[list[int]], bool]] = {}
 
     def chats(self, item: EvalItem, answers: Sequence[str] | None = None) -> list[list[dict[str, str]]]:
         """The item's prompts (for a rating judge: one per answer of `answers`, default chosen and rejected)."""
@@ -135,8 +166,9 @@ class _Judge:
             protocol["max_new_tokens"] = self.max_new_tokens
         return protocol
 
-    def runtime_stats(self) -> dict[str, Any]:
-        stats = {"batch_tokens": self.batch_tokens, **self.backend.runtime_stats(), **self._plan_stats}
+    def runtime_stats(self, plan: ScoringPlan) -> dict[str, Any]:
+        """The plan's figures and what the backend counted while scoring it."""
+        stats = {"batch_tokens": self.batch_tokens, **self.backend.runtime_stats(plan.counters), **plan.stats}
         if self.mode == "generate":  # generation runs every prompt in full
             stats.update(shared_prefix=False, shared_prefix_note="not used in generate mode")
         return stats
@@ -175,15 +207,32 @@ class _Judge:
         ids = list(encoded["input_ids"])
         return ids + list(self.reader.prefix) if self.reader is not None else ids
 
-    def encode_item(self, item: EvalItem, answers: Sequence[str] | None = None) -> tuple[list[list[int]], bool]:
-        """(the item's prompts, truncated): drops the lowest-ranked posts until every prompt fits."""
-        room = self.backend.max_length - (self.max_new_tokens if self.mode == "generate" else self._reader_depth() - 1)
-        for keep in range(len(item.posts), -1, -1):
-            prompts = [self.encode(chat) for chat in self.chats(item.with_posts(keep), answers)]
-            longest = max(map(len, prompts))
-            if longest <= room or keep == 0:
-                return prompts, keep < len(item.posts) or longest > room
-        raise AssertionError("unreachable")
+    def _room(self) -> int:
+        """Prompt tokens that fit: the max length less what is read or generated after the prompt."""
+        return self.backend.max_length - (self.max_new_tokens if self.mode == "generate" else self._reader_depth() - 1)
+
+    def encode_item(self, item: EvalItem, answers: Sequence[str] | None = None) -> JudgePrompts:
+        """The item's prompts, every one within the room the max length leaves, by the classifiers' over-long
+        policy (`fitting.fit_item`): drop the lowest-ranked posts, then shorten the question, never cut an answer."""
+        room = self._room()
+        fitted = fit_item(
+            item,
+            lambda candidate: [self.encode(chat) for chat in self.chats(candidate, answers)],
+            lambda prompts: max(map(len, prompts)) <= room,
+            lambda question: token_ends(self.tokenizer, question),
+            self._answers_too_long,
+        )
+        return JudgePrompts(fitted.encoded, fitted.truncated, fitted.question_shortened)
+
+    def _answers_too_long(self, item: EvalItem, prompts: list[list[int]]) -> NoReturn:
+        longest, room = max(map(len, prompts)), self._room()
+        reserved = f", less {self.backend.max_length - room} for the answer" if room < self.backend.max_length else ""
+        raise UserError(
+            f"item {item.id}: the {self.model_type} prompt takes {longest} tokens with its answers alone (no posts, "
+            f"the question cut to '{ELLIPSIS}'), over the {room} tokens the max length of {self.backend.max_length} "
+            f"leaves{reserved}; answers are never cut",
+            "pass a larger --max-length, or use a model with a longer context",
+        )
 
     def _reader_depth(self) -> int:
         return self.reader.depth if self.reader is not None else 1
@@ -195,48 +244,50 @@ class _Judge:
         lengths = [copies * len(group) * (max(map(len, group)) + reserve) for group in prompts]
         return token_budget_batches(lengths, self.batch_tokens)
 
-    def plan(self, items: list[EvalItem]) -> list[list[int]]:
-        self._encoded = {i: self.encode_item(item) for i, item in enumerate(items)}
-        self._record_sharing(items)
-        return self._batches([self._encoded[i][0] for i in range(len(items))])
+    def plan(self, items: Sequence[EvalItem]) -> ScoringPlan:
+        encoded = [self.encode_item(item) for item in items]
+        prompts = [fitted.prompts for fitted in encoded]
+        stats, notices = self._sharing(prompts)
+        return ScoringPlan.of(items, self._batches(prompts), encoded, notices, stats)
 
     def score_answers(self, groups: Sequence[AnswerGroup]) -> list[AnswerScores]:
         raise UserError(
-            f"{self.name!r} as a {self.model_type} judge compares two answers and gives no score per answer; "
-            "use it as a judge-score judge (a 0-10 rating per answer) or a classifier reward model"
+            f"{self.name!r} as a {self.model_type} judge compares two answers and gives no score per answer",
+            "use it as a judge-score judge (a 0-10 rating per answer) or use a classifier reward model",
         )
 
-    def _record_sharing(self, items: list[EvalItem]) -> None:
-        """Say (notices, runtime) when logits mode cannot share the prompts' common start."""
-        self.notices = [self._reader_notice] if self._reader_notice else []
-        if (
-            self.mode != "logits" or not items or not hasattr(self.backend, "shared_prefix")
-        ):  # vLLM caches prefixes itself
-            return
-        note = getattr(self.backend, "shared_prefix_note", "")
+    def _sharing(self, prompts: Sequence[list[list[int]]]) -> tuple[dict[str, Any], list[str]]:
+        """(runtime figures, notices) of a plan: say when logits mode cannot share the prompts' common start."""
+        notices = [self._reader_notice] if self._reader_notice else []
+        if self.mode != "logits" or not prompts or not hasattr(self.backend, "shared_prefix"):  # vLLM: its own cache
+            return {}, notices
+        self._verify(prompts)
+        note = self.backend.shared_prefix_note
         if note:
             if note != "disabled by --no-shared-prefix":
-                self.notices.append(f"shared prefix: off -- {note}: every judge prompt of {self.name} runs in full")
-            return
-        unshared = sum(
-            1 for i in range(len(items)) if shared_prefix_length(self._encoded[i][0], self._reader_depth()) == 0
-        )
-        self._plan_stats = {"shared_prefix_fallbacks": unshared}
+                notices.append(f"shared prefix: off -- {note}: every judge prompt of {self.name} runs in full")
+            return {}, notices
+        unshared = sum(1 for group in prompts if shared_prefix_length(group, self._reader_depth()) == 0)
         if unshared:
-            self.notices.append(
-                f"shared prefix: partial -- {unshared} of {len(items)} items' prompts share no start; their batches run in full"
+            notices.append(
+                f"shared prefix: partial -- {unshared} of {len(prompts)} items' prompts share no start; "
+                "their batches run in full"
             )
+        return {"shared_prefix_fallbacks": unshared}, notices
 
-    def _prompts(self, items: list[EvalItem], batch: list[int]) -> list[tuple[list[list[int]], bool]]:
-        return [self._encoded[i] if i in self._encoded else self.encode_item(items[i]) for i in batch]
+    def _verify(self, prompts: Sequence[list[list[int]]]) -> None:
+        """The shared-prefix check before the model's first shared batch (logits mode, transformers backend)."""
+        if self.reader is not None and prompts and hasattr(self.backend, "verify"):
+            first = [prompt + list(self.reader.chains[0]) for prompt in prompts[0]]
+            self.backend.verify(first, self.reader.tokens, self.reader.depth)
 
-    def _choice_logprobs(self, groups: list[list[list[int]]]) -> list[list[dict[str, float]]]:
+    def _choice_logprobs(self, groups: list[list[list[int]]], counters=None) -> list[list[dict[str, float]]]:
         """Per group, per prompt: log P(choice) of each choice the reader has, read after the prompt
         (each prompt extended by the reader's chains: one forward pass for multi-token choices)."""
         reader = self.reader
         chains = reader.chains
         extended = [[prompt + list(chain) for prompt in group for chain in chains] for group in groups]
-        rows = self.backend.next_token_logprobs(extended, reader.tokens, last=reader.depth)
+        rows = self.backend.next_token_logprobs(extended, reader.tokens, last=reader.depth, counters=counters)
         size = len(chains)
         return [
             [reader.logprobs(group_rows[n * size : (n + 1) * size]) for n in range(len(group))]
@@ -252,8 +303,8 @@ class PairwiseJudge(_Judge):
     answer_format = VERDICT_FORMAT
     choices = LETTERS
 
-    def __init__(self, config: RunConfig, spec: ModelSpec, backend):
-        super().__init__(config, spec, backend)
+    def __init__(self, settings: JudgeSettings, spec: ModelSpec, backend):
+        super().__init__(settings, spec, backend)
         missing = [letter for letter in LETTERS if self.reader is not None and letter not in self.reader.paths]
         if missing:
             raise UserError(
@@ -267,15 +318,16 @@ class PairwiseJudge(_Judge):
             pairwise_chat(item, chosen_first=False, merge_system=self.merge_system),
         ]
 
-    def score(self, items: list[EvalItem], batch: list[int]) -> list[ScoreRecord]:
-        encoded = self._prompts(items, batch)
-        groups = [prompts for prompts, _ in encoded]
+    def score(self, plan: ScoringPlan, batch: Sequence[int]) -> list[ScoreRecord]:
+        encoded = [plan.encodings[i] for i in batch]
+        groups = [prompts.prompts for prompts in encoded]
         if self.mode == "logits":
-            orders = [self._from_logprobs(group) for group in self._choice_logprobs(groups)]
+            orders = [self._from_logprobs(group) for group in self._choice_logprobs(groups, plan.counters)]
         else:
-            texts = self.backend.generate([p for group in groups for p in group], self.max_new_tokens)
+            flat = [p for group in groups for p in group]
+            texts = self.backend.generate(flat, self.max_new_tokens, counters=plan.counters)
             orders = [self._from_texts(texts[2 * n], texts[2 * n + 1]) for n in range(len(groups))]
-        return [{**record, "truncated": truncated} for record, (_, truncated) in zip(orders, encoded)]
+        return [{**record, **prompts.flags()} for record, prompts in zip(orders, encoded)]
 
     @staticmethod
     def _from_logprobs(group: list[dict[str, float]]) -> ScoreRecord:
@@ -315,61 +367,7 @@ class PairwiseJudge(_Judge):
     def summarize(self, records: list[dict[str, Any]]) -> dict[str, Any]:
         """Figures over both orders (2N verdicts), all through the metric module; they replace the
         pointwise defaults in results.json."""
-        return judge_figures(records)
-
-
-def pair_interval(correct_verdicts: int, num_pairs: int) -> list[float]:
-    """95 % interval of a verdict accuracy over both orders, with the pair as the unit.
-
-    The Wilson interval at p = correct_verdicts / 2N with n = N pairs: the two verdicts of a pair count
-    as one observation, exact when the orders always agree and conservative otherwise (treating the 2N
-    verdicts as independent would be too narrow). Wilson depends on z and n through z^2 / n only, so it
-    is the metric module's `wilson_interval(correct_verdicts, 2N)` at z * sqrt(2).
-
-    >>> [round(x, 4) for x in pair_interval(16, 10)]  # p = 0.8 over 10 pairs, like 8 of 10
-    [0.4902, 0.9433]
-    """
-    functions = metric_module()
-    low, high = functions.wilson_interval(correct_verdicts, 2 * num_pairs, z=functions.Z_95 * math.sqrt(2))
-    return [float(low), float(high)]
-
-
-def judge_figures(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """results.json's pairwise-judge figures (see the module docstring): accuracies through the metric
-    module's "pairwise" config, intervals per pair (`pair_interval`)."""
-    metric = pairwise_accuracy
-    first = [r["verdict_chosen_first"] for r in records]
-    second = [r["verdict_chosen_second"] for r in records]
-    subsets = [r["subset"] for r in records]
-    both = metric(first + second, subsets + subsets)
-    consistent = metric([1 if a == b == 1 else -1 if -1 in (a, b) else 0 for a, b in zip(first, second)])
-    accuracy_first, accuracy_second = metric(first)["accuracy"], metric(second)["accuracy"]
-    return {
-        "accuracy": both["accuracy"],
-        "accuracy_ties_half": both["accuracy_ties_half"],
-        "macro_accuracy": both["macro_accuracy"],
-        "ci95": pair_interval(both["num_correct"], len(records)),
-        "ci95_unit": "pairs",  # the interval's unit (n = N pairs); accuracy itself is over 2N verdicts
-        "ci95_method": "wilson",
-        "num_verdicts": both["num_pairs"],
-        "no_verdict": both["num_no_verdict"],
-        "ties": both["num_no_verdict"],
-        "per_subset": {
-            name: {
-                "accuracy": figures["accuracy"],
-                "num_pairs": figures["num_pairs"] // 2,
-                "num_verdicts": figures["num_pairs"],
-                "no_verdict": figures["num_no_verdict"],
-                "ties": figures["num_no_verdict"],
-                "ci95": pair_interval(figures["num_correct"], figures["num_pairs"] // 2),
-            }
-            for name, figures in both["per_subset"].items()
-        },
-        "consistent_accuracy": consistent["accuracy"],
-        "accuracy_chosen_first": accuracy_first,
-        "accuracy_chosen_second": accuracy_second,
-        "position_bias": accuracy_first - accuracy_second,
-    }
+        return {**judge_figures(records), "shortened_questions": shortened_questions(records)}
 
 
 class ScoreJudge(_Judge):
@@ -380,8 +378,8 @@ class ScoreJudge(_Judge):
     answer_format = RATING_FORMAT
     choices = RATINGS
 
-    def __init__(self, config: RunConfig, spec: ModelSpec, backend):
-        super().__init__(config, spec, backend)
+    def __init__(self, settings: JudgeSettings, spec: ModelSpec, backend):
+        super().__init__(settings, spec, backend)
         if self.reader is not None and len(self.reader.paths) < 2:
             raise UserError(
                 f"{self.name!r}: its tokenizer cannot spell the ratings 0-10 distinctly; use --judge-mode generate"
@@ -406,33 +404,35 @@ class ScoreJudge(_Judge):
         weights = {value: math.exp(lp - top) for value, lp in logprobs.items()}
         return sum(int(value) * w for value, w in weights.items()) / sum(weights.values())
 
-    def score(self, items: list[EvalItem], batch: list[int]) -> list[ScoreRecord]:
-        encoded = self._prompts(items, batch)
-        groups = [prompts for prompts, _ in encoded]
+    def score(self, plan: ScoringPlan, batch: Sequence[int]) -> list[ScoreRecord]:
+        encoded = [plan.encodings[i] for i in batch]
+        groups = [prompts.prompts for prompts in encoded]
         records = []
         if self.mode == "logits":
-            for (chosen, rejected), (_, truncated) in zip(self._choice_logprobs(groups), encoded):
+            for (chosen, rejected), prompts in zip(self._choice_logprobs(groups, plan.counters), encoded):
                 c, r = self._expected(chosen), self._expected(rejected)
                 records.append(
                     {
                         "chosen_score": c,
                         "rejected_score": r,
-                        "truncated": truncated,
+                        **prompts.flags(),
                         "rating_chosen": c,
                         "rating_rejected": r,
                         "no_verdict": 0,
                     }
                 )
             return records
-        texts = self.backend.generate([p for group in groups for p in group], self.max_new_tokens)
-        for n, (_, truncated) in enumerate(encoded):
+        texts = self.backend.generate(
+            [p for group in groups for p in group], self.max_new_tokens, counters=plan.counters
+        )
+        for n, prompts in enumerate(encoded):
             c, r = parse_rating(texts[2 * n]), parse_rating(texts[2 * n + 1])
             missing = (c is None) + (r is None)
             records.append(
                 {
                     "chosen_score": NO_RATING_SCORE if missing else c,
                     "rejected_score": NO_RATING_SCORE if missing else r,
-                    "truncated": truncated,
+                    **prompts.flags(),
                     "rating_chosen": c,
                     "rating_rejected": r,
                     "no_verdict": missing,
@@ -448,8 +448,9 @@ class ScoreJudge(_Judge):
         results = [AnswerScores(()) for _ in groups]
         todo = [i for i, group in enumerate(groups) if group.answers]
         encoded = [self.encode_item(groups[i].item, groups[i].answers) for i in todo]
-        for batch in self._batches([prompts for prompts, _ in encoded]):
-            prompts = [encoded[n][0] for n in batch]
+        self._verify([fitted.prompts for fitted in encoded])
+        for batch in self._batches([fitted.prompts for fitted in encoded]):
+            prompts = [encoded[n].prompts for n in batch]
             if self.mode == "logits":
                 ratings = [[self._expected(lp) for lp in group] for group in self._choice_logprobs(prompts)]
             else:
@@ -457,23 +458,24 @@ class ScoreJudge(_Judge):
                 ratings = [[parse_rating(next(texts)) for _ in group] for group in prompts]
             for n, group_ratings in zip(batch, ratings):
                 scores = tuple(NO_RATING_SCORE if r is None else float(r) for r in group_ratings)
-                results[todo[n]] = AnswerScores(scores, truncated=encoded[n][1])
+                results[todo[n]] = AnswerScores(scores, encoded[n].truncated, encoded[n].question_shortened)
         return results
 
     def summarize(self, records: list[dict[str, Any]]) -> dict[str, Any]:
         return {
+            "shortened_questions": shortened_questions(records),
             "no_verdict": sum(r["no_verdict"] for r in records),
             "no_verdict_pairs": sum(1 for r in records if r["no_verdict"]),
         }
 
 
-def make_judge(config: RunConfig, spec: ModelSpec, model_type: str) -> _Judge:
+def make_judge(settings: JudgeSettings, spec: ModelSpec, model_type: str) -> _Judge:
     """The judge scorer for `model_type` ("judge-pairwise" | "judge-score")."""
-    if config.judge_mode not in JUDGE_MODES:
-        raise UserError(f"unknown --judge-mode {config.judge_mode!r}: choose one of {', '.join(JUDGE_MODES)}")
-    if config.max_new_tokens < 1:
-        raise UserError(f"--max-new-tokens must be positive, got {config.max_new_tokens}")
+    if settings.judge_mode not in JUDGE_MODES:
+        raise UserError(f"unknown --judge-mode {settings.judge_mode!r}: choose one of {', '.join(JUDGE_MODES)}")
+    if settings.max_new_tokens < 1:
+        raise UserError(f"--max-new-tokens must be positive, got {settings.max_new_tokens}")
     judge = {"judge-pairwise": PairwiseJudge, "judge-score": ScoreJudge}.get(model_type)
     if judge is None:
         raise UserError(f"unknown judge type {model_type!r}: choose judge-pairwise or judge-score")
-    return judge(config, spec, make_backend(config, spec))
+    return judge(settings, spec, make_backend(settings, spec))

@@ -1,4 +1,7 @@
-"""`prbench bon generate|score|judge|curve` and `prbench correlate`: thin parsing over `downstream`."""
+"""`prbench bon generate|score|judge|curve` and `prbench correlate`: thin parsing over `downstream`.
+
+`bon score` takes `evaluate`'s options, generated from `RunConfig` (`personalized_rewardbench.options`),
+but the data selection and the output folder, which come from the candidates folder."""
 
 from __future__ import annotations
 
@@ -53,35 +56,22 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+#: RunConfig fields `bon score` does not take: the data come from the candidates folder, outputs go into it.
+_NOT_FOR_SCORE = ("data", "subsets", "limit", "output")
+
+
 def _score(args: argparse.Namespace) -> int:
     from personalized_rewardbench.downstream.bon_scores import BonScoreConfig, score_candidates
+    from personalized_rewardbench.options import config_from_args
     from personalized_rewardbench.runs.config import RunConfig
 
-    run = RunConfig(
-        model=args.model,
-        data="sample",  # replaced by the candidates folder's data
-        profile_k=args.profile_k,
-        retriever=args.retriever,
-        template=args.template,
-        model_type=args.model_type,
-        revision=args.revision,
-        dtype=args.dtype,
-        device=args.device,
-        trust_remote_code=args.trust_remote_code,
-        max_length=args.max_length,
-        batch_tokens=args.batch_tokens,
-        seed=args.seed,
-        judge_mode=args.judge_mode,
-        max_new_tokens=args.max_new_tokens,
-        shared_prefix=not args.no_shared_prefix,
-        cache_dir=args.cache_dir,
-        progress=not args.no_progress,
-    )
+    # data fields are placeholders: score_candidates replaces them with the candidates folder's data
+    run = config_from_args(RunConfig, args, data="sample", subsets=[], limit=None, output=Path("results"))
     config = BonScoreConfig(Path(args.candidates), run, groups_per_batch=args.groups_per_batch)
-    with _group()(args.device) as group:
+    with _group()(run.device) as group:
         folder, records = score_candidates(config, rank=group.rank, world_size=group.world_size, barrier=group.barrier)
     if records is not None:
-        print(f"{len(records)} items scored by {args.model}")
+        print(f"{len(records)} items scored by {run.model}")
         print(folder / "scores.jsonl")
     return 0
 
@@ -179,6 +169,8 @@ def register(commands) -> None:
     """Add `bon` (generate, score, judge, curve) and `correlate` to the `prbench` subcommands."""
     from personalized_rewardbench.data.retrieval import RETRIEVERS
     from personalized_rewardbench.data.schema import SUBSETS
+    from personalized_rewardbench.options import add_options
+    from personalized_rewardbench.runs.config import RunConfig
 
     bon = commands.add_parser("bon", help="Best-of-N downstream experiment: generate, score, judge, curve")
     steps = bon.add_subparsers(dest="bon_command", required=True)
@@ -200,23 +192,12 @@ def register(commands) -> None:
     _common(generate)
     generate.set_defaults(handler=_generate)
 
-    score = steps.add_parser("score", help="score every candidate with a reward model (any `evaluate` scorer)")
-    score.add_argument("--model", required=True, help="Hub id, local folder, or baseline:length|random|embedding")
+    score = steps.add_parser(
+        "score", help="score every candidate with a reward model (any `evaluate` scorer, its protocol options)"
+    )
     score.add_argument("--candidates", required=True, help="candidates folder of `bon generate`")
-    score.add_argument("--model-type", default="auto", choices=["auto", "classifier", "judge-score"])
-    score.add_argument("--profile-k", type=int, default=0, help="profile posts the reward model sees")
-    score.add_argument("--retriever", default="contriever", help=" | ".join(RETRIEVERS))
-    score.add_argument("--template", default="default", help="prompt template: default | upstream")
-    score.add_argument("--trust-remote-code", action="store_true")
-    score.add_argument("--max-length", type=int, help="input token limit")
-    score.add_argument("--batch-tokens", type=int, help="token budget per forward batch")
-    score.add_argument("--no-shared-prefix", action="store_true", help="score every candidate in full")
-    score.add_argument("--judge-mode", default="logits", choices=["logits", "generate"])
-    score.add_argument("--max-new-tokens", type=int, default=512, help="judge-score generation limit")
     score.add_argument("--groups-per-batch", type=int, default=4, help="items (N candidates each) per batch")
-    score.add_argument("--seed", type=int, default=42)
-    score.add_argument("--cache-dir", type=Path, help="profile-ranking cache")
-    _common(score)
+    add_options(score, RunConfig, exclude=_NOT_FOR_SCORE)
     score.set_defaults(handler=_score)
 
     judge = steps.add_parser("judge", help="rate every unique candidate on its item's rubric (0/1/2 per aspect)")
