@@ -9,8 +9,10 @@ datasets >= 4 no longer runs loading scripts from `load_dataset`, so releases ar
     rows = builder.as_dataset(split="test")
 
 `data_dir` may be a release folder (`data/<Config>/test-*.parquet`) or a folder in the upstream
-layout (`<Config>/test-*.parquet`). Without it the builder reads the folder it sits in when that
-holds data (a copy inside a release), else downloads the Parquet files of `_HUB_REPO`.
+layout (`<Config>/test-*.parquet`). A folder of pairs made by `prbench construct` may hold a
+`train` or `validation` split instead (`<Config>/train-*.parquet`): training data, not the benchmark.
+Without `data_dir` the builder reads the folder it sits in when that holds data (a copy inside a
+release), else downloads the Parquet files of `_HUB_REPO`.
 """
 
 import glob
@@ -48,6 +50,7 @@ _SUBSETS = (
     "Society_and_Culture",
 )
 _SUBSET_COLUMN = "subset"
+_SPLITS = ("test", "train", "validation")
 
 _FEATURES = datasets.Features(
     {
@@ -106,10 +109,10 @@ class PersonalizedRewardBench(datasets.ArrowBasedBuilder):
             citation=_CITATION,
         )
 
-    def _local_files(self, folder, subset):
+    def _local_files(self, folder, subset, split="test"):
         for pattern in (
-            os.path.join(folder, "data", subset, "test-*.parquet"),
-            os.path.join(folder, subset, "test-*.parquet"),
+            os.path.join(folder, "data", subset, split + "-*.parquet"),
+            os.path.join(folder, subset, split + "-*.parquet"),
         ):
             files = sorted(glob.glob(pattern))
             if files:
@@ -118,6 +121,13 @@ class PersonalizedRewardBench(datasets.ArrowBasedBuilder):
 
     def _split_generators(self, dl_manager):
         folder = self.config.data_dir or os.path.dirname(os.path.abspath(__file__))
+        local = []
+        for split in _SPLITS:
+            split_files = {subset: self._local_files(folder, subset, split) for subset in self.config.subsets}
+            if all(split_files.values()):
+                local.append(datasets.SplitGenerator(name=split, gen_kwargs={"files": split_files}))
+        if local:
+            return local
         files = {subset: self._local_files(folder, subset) for subset in self.config.subsets}
         if not all(files.values()):
             if self.config.data_dir:

@@ -28,6 +28,7 @@ REGISTRARS = (
     "personalized_rewardbench.release.commands",  # release (build, push, show)
     "personalized_rewardbench.downstream.commands",  # bon (generate, score, judge, curve), correlate
     "personalized_rewardbench.rewards.cli",  # serve-reward, reward-data
+    "personalized_rewardbench.construct.commands",  # construct
 )
 
 

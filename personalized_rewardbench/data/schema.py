@@ -50,6 +50,13 @@ FEATURES = datasets.Features(
     }
 )
 
+#: The answer fields; an *unpaired* row (LaMP-QA layout, input of `prbench construct`) has every other field.
+ANSWER_FIELDS: tuple[str, ...] = ("chosen", "rejected")
+UNPAIRED_FIELDS: tuple[str, ...] = tuple(field for field in FEATURES if field not in ANSWER_FIELDS)
+
+#: Splits a folder may hold (`<Config>/<split>-*.parquet`); the benchmark is `test`, `train` is training data.
+SPLITS: tuple[str, ...] = ("test", "train", "validation")
+
 #: Schema of the `default` config: the upstream fields plus the subset name.
 FEATURES_WITH_SUBSET = datasets.Features({**FEATURES, SUBSET_COLUMN: datasets.Value("string")})
 
@@ -86,36 +93,68 @@ def _check_struct_list(value: Any, keys: Mapping[str, Any], source: str, ref: st
                 )
 
 
+def row_problem(row: Mapping[str, Any], source: str, index: int, paired: bool = True) -> SchemaError | None:
+    """The first schema problem of one row (naming `source`, the row id or index, and the field), or None.
+
+    `paired=False` checks an unpaired row: `chosen` and `rejected` are neither required nor read."""
+    if not isinstance(row, Mapping):
+        return SchemaError(f"row #{index}: expected an object, got {type(row).__name__}", where=source)
+    ref = str(row["id"]) if isinstance(row.get("id"), str) and row.get("id") else f"#{index}"
+    fields = FEATURES if paired else UNPAIRED_FIELDS
+    for field in fields:
+        if field not in row or row[field] is None:
+            return _fail(source, ref, field, "missing")
+    for field in ("id", "question", "narrative", "category", "chosen", "rejected"):
+        if field in fields and not isinstance(row[field], str):
+            return _fail(source, ref, field, f"expected a string, got {type(row[field]).__name__}")
+    for field in _NON_EMPTY_TEXT:
+        if field in fields and not row[field].strip():
+            return _fail(source, ref, field, "is empty")
+    if paired and row["chosen"].strip() == row["rejected"].strip():
+        return _fail(source, ref, "rejected", "is identical to 'chosen'")
+    try:
+        _check_struct_list(row["profile"], PROFILE_ITEM, source, ref, "profile")
+        _check_struct_list(row["rubric_aspects"], RUBRIC_ASPECT, source, ref, "rubric_aspects")
+    except SchemaError as error:
+        return error
+    if not row["rubric_aspects"]:
+        return _fail(source, ref, "rubric_aspects", "needs at least one aspect")
+    return None
+
+
 def validate_row(row: Mapping[str, Any], source: str, index: int) -> None:
     """Check one row against the schema; raise SchemaError naming `source`, the row id (or index) and the field."""
-    if not isinstance(row, Mapping):
-        raise SchemaError(f"{source}: row #{index}: expected an object, got {type(row).__name__}")
-    ref = str(row["id"]) if isinstance(row.get("id"), str) and row.get("id") else f"#{index}"
-    for field in FEATURES:
-        if field not in row or row[field] is None:
-            raise _fail(source, ref, field, "missing")
-    for field in ("id", "question", "narrative", "category", "chosen", "rejected"):
-        if not isinstance(row[field], str):
-            raise _fail(source, ref, field, f"expected a string, got {type(row[field]).__name__}")
-    for field in _NON_EMPTY_TEXT:
-        if not row[field].strip():
-            raise _fail(source, ref, field, "is empty")
-    if row["chosen"].strip() == row["rejected"].strip():
-        raise _fail(source, ref, "rejected", "is identical to 'chosen'")
-    _check_struct_list(row["profile"], PROFILE_ITEM, source, ref, "profile")
-    _check_struct_list(row["rubric_aspects"], RUBRIC_ASPECT, source, ref, "rubric_aspects")
-    if not row["rubric_aspects"]:
-        raise _fail(source, ref, "rubric_aspects", "needs at least one aspect")
+    if (problem := row_problem(row, source, index)) is not None:
+        raise problem
 
 
-def validate_rows(rows: Iterable[Mapping[str, Any]], source: str) -> list[dict[str, Any]]:
-    """Validate every row and the uniqueness of ids; return the rows restricted to the schema's fields."""
+#: How many bad rows an unpaired source lists before it says how many more there are.
+MAX_LISTED_PROBLEMS = 20
+
+
+def validate_rows(rows: Iterable[Mapping[str, Any]], source: str, paired: bool = True) -> list[dict[str, Any]]:
+    """Validate every row and the uniqueness of ids; return the rows restricted to the schema's fields.
+
+    Paired rows (the benchmark) stop at the first bad row. Unpaired rows (construction input, often
+    thousands) are all checked and the error lists one line per bad row."""
+    fields = FEATURES if paired else UNPAIRED_FIELDS
     seen: dict[str, int] = {}
     clean: list[dict[str, Any]] = []
+    problems: list[str] = []
     for index, row in enumerate(rows):
-        validate_row(row, source, index)
-        if row["id"] in seen:
-            raise _fail(source, row["id"], "id", f"duplicate of row #{seen[row['id']]}")
+        problem = row_problem(row, source, index, paired)
+        if problem is None and row["id"] in seen:
+            problem = _fail(source, row["id"], "id", f"duplicate of row #{seen[row['id']]}")
+        if problem is not None:
+            if paired:
+                raise problem
+            problems.append(str(problem))
+            continue
         seen[row["id"]] = index
-        clean.append({field: row[field] for field in FEATURES})
+        clean.append({field: row[field] for field in fields})
+    if problems:
+        listed = problems[:MAX_LISTED_PROBLEMS]
+        if len(problems) > len(listed):
+            listed.append(f"... and {len(problems) - len(listed)} more bad rows")
+        raise SchemaError(f"{len(problems)} bad rows; fix or remove them:\n" + "\n".join(listed))
     return clean

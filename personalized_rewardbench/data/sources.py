@@ -5,6 +5,8 @@ A source spec is one string:
 - ``sample`` — the demo sample bundled with this package (written for it; not benchmark data);
 - a local folder, either a release built by ``prbench release build`` (``data/<Config>/test-*.parquet``)
   or the upstream layout (``<Config>/test-*.parquet`` or ``<Config>/test-*.jsonl``);
+  ``split`` reads ``<split>-*`` files instead (``train``, ``validation``: e.g. LaMP-QA-style input or
+  pairs made by ``prbench construct``); ``split=None`` takes the one split the folder holds;
 - ``hub:OWNER/NAME[@REVISION]`` — that layout downloaded with huggingface_hub (uses the local cache
   when ``HF_HUB_OFFLINE=1``).
 
@@ -24,12 +26,14 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from personalized_rewardbench import __version__
-from personalized_rewardbench.data.schema import SUBSETS, validate_rows
+from personalized_rewardbench.data.schema import ANSWER_FIELDS, SPLITS, SUBSETS, validate_rows
 from personalized_rewardbench.errors import UserError
 
 UPSTREAM_REPO = "QiyaoMa/Personalized-RewardBench"
 SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
 RELEASE_MANIFEST = "release.json"
+#: What `prbench construct` writes beside the pairs it made (a release card reads its provenance).
+CONSTRUCT_MANIFEST = "construct.json"
 
 
 @dataclass
@@ -43,6 +47,7 @@ class Source:
     version: str | None = None
     files: dict[str, Path] = field(default_factory=dict)
     origin: str = ""  # for releases: the source spec the release was built from
+    split: str = "test"  # "train" / "validation": not the benchmark (construction input or training pairs)
 
     @property
     def is_demo_sample(self) -> bool:
@@ -108,9 +113,9 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
         ) from None
 
 
-def _subset_files(folder: Path, subset: str) -> list[Path]:
+def _subset_files(folder: Path, subset: str, split: str = "test") -> list[Path]:
     for base in (folder / "data" / subset, folder / subset):
-        files = sorted(base.glob("test-*.parquet")) or sorted(base.glob("test-*.jsonl"))
+        files = sorted(base.glob(f"{split}-*.parquet")) or sorted(base.glob(f"{split}-*.jsonl"))
         if files:
             return files
     return []
@@ -124,16 +129,28 @@ def _content_revision(files: list[Path]) -> str:
     return "sha256:" + digest.hexdigest()[:16]
 
 
-def _load_folder(folder: Path, spec: str, kind: str, revision: str | None = None) -> Source:
+def _splits_present(folder: Path) -> list[str]:
+    return [split for split in SPLITS if any(_subset_files(folder, subset, split) for subset in SUBSETS)]
+
+
+def _load_folder(
+    folder: Path, spec: str, kind: str, revision: str | None = None, split: str | None = "test", paired: bool = True
+) -> Source:
     if not folder.is_dir():
         raise UserError(
             "the data folder does not exist", "pass --data sample, a folder, or hub:OWNER/NAME[@REV]", where=folder
         )
-    found = {subset: _subset_files(folder, subset) for subset in SUBSETS}
+    present = _splits_present(folder)
+    if split is None:
+        if len(present) > 1:
+            raise UserError(f"holds the splits {', '.join(present)}", "choose one with --split", where=folder)
+        split = present[0] if present else "test"
+    found = {subset: _subset_files(folder, subset, split) for subset in SUBSETS}
     if not any(found.values()):
+        other = f"; it holds {', '.join(present)} files (choose one with --split)" if present else ""
         raise UserError(
-            "no subset files found",
-            "write <Config>/test-*.parquet (or .jsonl) or data/<Config>/test-*.parquet "
+            f"no subset files found for the {split} split{other}",
+            f"write <Config>/{split}-*.parquet (or .jsonl) or data/<Config>/{split}-*.parquet "
             f"for Configs {', '.join(SUBSETS)}",
             where=folder,
         )
@@ -145,10 +162,10 @@ def _load_folder(folder: Path, spec: str, kind: str, revision: str | None = None
         subset_rows: list[dict[str, Any]] = []
         for path in paths:
             subset_rows.extend(_read_rows(path))
-        label = str(paths[0]) if len(paths) == 1 else f"{paths[0].parent}/test-*"
+        label = str(paths[0]) if len(paths) == 1 else f"{paths[0].parent}/{split}-*"
         if not subset_rows:
             raise UserError("holds no rows", "remove the file or fill it", where=label)
-        rows[subset] = validate_rows(subset_rows, label)
+        rows[subset] = validate_rows(subset_rows, label, paired)
         files[subset] = paths[0]
     check_unique_ids(rows, str(folder))
     all_files = [path for paths in found.values() for path in paths]
@@ -160,8 +177,18 @@ def _load_folder(folder: Path, spec: str, kind: str, revision: str | None = None
         revision=revision or _content_revision(all_files),
         version=manifest.get("version") if manifest else None,
         files=files,
-        origin=manifest.get("source", "") if manifest else "",
+        origin=manifest.get("source", "") if manifest else _construct_origin(folder),
+        split=split,
     )
+
+
+def _construct_origin(folder: Path) -> str:
+    """'sample' for pairs that `prbench construct` made from the demo sample (they stay marked as demo), else ''."""
+    try:
+        made = json.loads((folder / CONSTRUCT_MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    return "sample" if isinstance(made, dict) and made.get("demo_sample") else ""
 
 
 def read_manifest(folder: Path) -> dict[str, Any] | None:
@@ -207,7 +234,7 @@ def parse_hub_spec(spec: str) -> tuple[str, str | None]:
     return repo_id, revision or None
 
 
-def _load_hub(spec: str) -> Source:
+def _load_hub(spec: str, split: str | None = "test", paired: bool = True) -> Source:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import (
         HfHubHTTPError,
@@ -217,7 +244,8 @@ def _load_hub(spec: str) -> Source:
     )
 
     repo_id, revision = parse_hub_spec(spec)
-    patterns = [f"{s}/test-*" for s in SUBSETS] + [f"data/{s}/test-*" for s in SUBSETS] + [RELEASE_MANIFEST]
+    prefixes = [split] if split else list(SPLITS)
+    patterns = [f"{base}{s}/{p}-*" for base in ("", "data/") for s in SUBSETS for p in prefixes] + [RELEASE_MANIFEST]
     try:
         local = Path(snapshot_download(repo_id, repo_type="dataset", revision=revision, allow_patterns=patterns))
     except (RepositoryNotFoundError, RevisionNotFoundError) as error:
@@ -233,14 +261,19 @@ def _load_hub(spec: str) -> Source:
             f"{spec}: download failed ({type(error).__name__})", "check the network, or pass a local folder as --data"
         ) from None
     # snapshot folders are named after the resolved commit
-    return _load_folder(local, spec, "hub", revision=local.name)
+    return _load_folder(local, spec, "hub", revision=local.name, split=split, paired=paired)
 
 
-def _load_sample() -> Source:
+def _load_sample(paired: bool = True) -> Source:
     rows = {
         subset: validate_rows(_read_jsonl(SAMPLE_DIR / f"{subset}.jsonl"), f"sample/{subset}.jsonl")
         for subset in SUBSETS
     }
+    if not paired:  # the sample as construction input: its answers dropped
+        rows = {
+            subset: [{k: v for k, v in row.items() if k not in ANSWER_FIELDS} for row in subset_rows]
+            for subset, subset_rows in rows.items()
+        }
     check_unique_ids(rows, "sample")
     files = {subset: SAMPLE_DIR / f"{subset}.jsonl" for subset in SUBSETS}
     revision = _content_revision(list(files.values()))
@@ -255,17 +288,24 @@ def _load_sample() -> Source:
     )
 
 
-def load_source(spec: str = "sample") -> Source:
-    """Load and validate every subset of `spec` (see the module docstring for the forms)."""
+def load_source(spec: str = "sample", *, split: str | None = "test", paired: bool = True) -> Source:
+    """Load and validate every subset of `spec` (see the module docstring for the forms).
+
+    `paired=False` reads unpaired rows (no `chosen` / `rejected` needed; any there are dropped): the
+    input of `prbench construct`. `split=None` takes the one split a folder holds."""
+    if split is not None and split not in SPLITS:
+        raise UserError(f"unknown split {split!r}: choose one of {', '.join(SPLITS)}")
     if spec == "sample":
-        return _load_sample()
+        if split not in (None, "test"):
+            raise UserError(f"the sample has only a test split, not {split!r}")
+        return _load_sample(paired)
     if spec.startswith("hub:"):
-        return _load_hub(spec)
+        return _load_hub(spec, split, paired)
     try:
         folder = Path(spec).expanduser().resolve()
     except (OSError, RuntimeError) as error:  # a symlink loop: RuntimeError before Python 3.13, OSError since
         raise UserError(f"data folder {spec}: cannot resolve the path ({error}); pass a real folder") from None
-    return _load_folder(folder, str(folder), "folder")
+    return _load_folder(folder, str(folder), "folder", split=split, paired=paired)
 
 
 def select(

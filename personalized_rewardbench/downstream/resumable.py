@@ -20,7 +20,12 @@ from typing import Any
 from tqdm import tqdm
 
 from personalized_rewardbench.errors import UserError
-from personalized_rewardbench.runs.score_log import ScoreLog, write_json_atomic, write_jsonl_atomic
+from personalized_rewardbench.runs.score_log import (
+    ScoreLog,
+    keyed_record_problem,
+    write_json_atomic,
+    write_jsonl_atomic,
+)
 
 RUN_FILE = "run.json"
 Record = dict[str, Any]
@@ -56,19 +61,10 @@ def read_jsonl(path: Path) -> list[Record]:
     return records
 
 
-def record_problem(record: Any) -> str | None:
-    """Why a line of a Best-of-N log is not a record (a JSON object with a non-empty string `id`), or None."""
-    if not isinstance(record, dict):
-        return f"expected a JSON object, got {type(record).__name__}"
-    if not isinstance(record.get("id"), str) or not record["id"]:
-        return "field 'id': missing or not a non-empty string"
-    return None
-
-
 def load_partials(folder: Path, name: str) -> dict[str, Record]:
     done: dict[str, Record] = {}
     for path in sorted((folder / f"{name}.partial").glob("rank-*.jsonl")):
-        done.update(ScoreLog(path, record_problem).load())
+        done.update(ScoreLog(path, check=keyed_record_problem).load())
     return done
 
 
@@ -98,7 +94,7 @@ def run_batches(
     barrier()  # every rank has read the same finished records before any rank appends more
     open_batches = [list(batch) for batch in plan if not all(keys[i] in done for i in batch)]
     mine = open_batches[rank::world_size]
-    log = ScoreLog(folder / f"{name}.partial" / f"rank-{rank}.jsonl", record_problem)
+    log = ScoreLog(folder / f"{name}.partial" / f"rank-{rank}.jsonl", check=keyed_record_problem)
     with tqdm(total=sum(map(len, mine)), desc=desc, disable=not progress or rank != 0) as bar:
         for batch in mine:
             records = work(batch)

@@ -6,7 +6,7 @@ Layout written::
     CHANGELOG.md                               one entry per version
     release.json                               version, source, source revision (machine-readable)
     personalized_rewardbench_loader.py         the datasets builder (not named after the folder)
-    data/<Config>/test-00000-of-00001.parquet  one file per subset
+    data/<Config>/test-00000-of-00001.parquet  one file per subset (`train-...` for a source of train pairs)
 
 The release is assembled in a temporary sibling folder, verified with `datasets.load_dataset` and
 with the builder used directly, and only then renamed to its final path.
@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from personalized_rewardbench import __version__
 from personalized_rewardbench.data.schema import FEATURES, FEATURES_WITH_SUBSET, SUBSET_COLUMN, SUBSETS
-from personalized_rewardbench.data.sources import RELEASE_MANIFEST, Source, load_source
+from personalized_rewardbench.data.sources import CONSTRUCT_MANIFEST, RELEASE_MANIFEST, Source, load_source
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.release.card import DEFAULT_REPO_ID, SubsetStats, render_card
 from personalized_rewardbench.release.staged_folder import check_target, staged_folder
@@ -63,11 +63,13 @@ def load_builder_module(path: Path | None = None) -> ModuleType:
     return module
 
 
-def _write_subset(rows: list[dict[str, Any]], subset: str, folder: Path) -> tuple[SubsetStats, int]:
+def _write_subset(
+    rows: list[dict[str, Any]], subset: str, folder: Path, split: str = "test"
+) -> tuple[SubsetStats, int]:
     table = pa.Table.from_pylist(
         [{**row, SUBSET_COLUMN: subset} for row in rows], schema=FEATURES_WITH_SUBSET.arrow_schema
     )
-    path = folder / "data" / subset / "test-00000-of-00001.parquet"
+    path = folder / "data" / subset / f"{split}-00000-of-00001.parquet"
     path.parent.mkdir(parents=True)
     pq.write_table(table, path, compression="zstd")
     subset_bytes = table.select(list(FEATURES)).nbytes
@@ -103,6 +105,22 @@ def _changelog(version: str, source: Source, previous: Path | None, notes: str |
     return header + "\n" + "\n".join(entry) + "\n" + older
 
 
+def construction_note(source: Source) -> str:
+    """One sentence on how a folder of constructed pairs was made (from its construct.json), else ''."""
+    if source.kind not in ("folder", "hub") or not source.files:
+        return ""
+    path = next(iter(source.files.values())).parent.parent / CONSTRUCT_MANIFEST
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        return (
+            f"Made by `prbench construct` with generator `{meta['generator']['model']}`, rubric judge "
+            f"`{meta['judge']['model']}`, prompts {meta['prompts']['version']}; "
+            f"{meta['counts']['kept']} of {meta['counts']['items']} items kept after verification."
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+
+
 def write_release(
     source: Source,
     version: str,
@@ -116,7 +134,7 @@ def write_release(
     default_bytes = 0
     for subset in SUBSETS:
         if subset in source.rows:
-            stats[subset], with_subset_bytes = _write_subset(source.rows[subset], subset, folder)
+            stats[subset], with_subset_bytes = _write_subset(source.rows[subset], subset, folder, source.split)
             default_bytes += with_subset_bytes
     (folder / "README.md").write_text(
         render_card(
@@ -127,6 +145,8 @@ def write_release(
             source_revision=source.revision,
             demo=source.is_demo_sample,
             repo_id=repo_id,
+            split=source.split,
+            provenance=construction_note(source),
         ),
         encoding="utf-8",
     )
@@ -137,6 +157,7 @@ def write_release(
         "repo_id": repo_id,
         "source": "sample" if source.is_demo_sample else source.spec,
         "source_revision": source.revision,
+        "split": source.split,
         "subsets": {subset: len(rows) for subset, rows in source.rows.items()},
         "package_version": __version__,
         "built_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -149,10 +170,10 @@ def verify_release(folder: Path, expected: Source) -> None:
     module = load_builder_module(folder / RELEASE_SCRIPT_NAME)
     with tempfile.TemporaryDirectory(prefix="prbench-verify-") as cache:
         for config in [*expected.rows, "default"]:
-            loaded = datasets.load_dataset(str(folder), config, split="test", cache_dir=cache)
+            loaded = datasets.load_dataset(str(folder), config, split=expected.split, cache_dir=cache)
             builder = module.PersonalizedRewardBench(config_name=config, data_dir=str(folder), cache_dir=cache)
             builder.download_and_prepare()
-            built = builder.as_dataset(split="test")
+            built = builder.as_dataset(split=expected.split)
             want = (
                 [{**row, SUBSET_COLUMN: subset} for subset, rows in expected.rows.items() for row in rows]
                 if config == "default"
@@ -176,8 +197,12 @@ def build_release(
     notes: str | None = None,
     verify: bool = True,
     repo_id: str = DEFAULT_REPO_ID,
+    split: str | None = None,
 ) -> Source:
-    """Build the release of `source_spec` at `out`; atomic: on any failure nothing is left at `out`."""
+    """Build the release of `source_spec` at `out`; atomic: on any failure nothing is left at `out`.
+
+    `split=None` takes the one split the source holds (`test` for the benchmark; `train` for pairs
+    made by `prbench construct --split train`, which the card then marks as training data)."""
     version = check_version(version)
     if out.expanduser().resolve().name + ".py" == RELEASE_SCRIPT_NAME:
         raise UserError(
@@ -186,7 +211,7 @@ def build_release(
     check_target(out, force, RELEASE_MANIFEST)
     if source_spec.startswith("hub:") and (notice := offline_if_unreachable()):
         print(notice)
-    source = load_source(source_spec)
+    source = load_source(source_spec, split=split)
     missing = [subset for subset in SUBSETS if subset not in source.rows]
     if missing:
         raise UserError(f"{source.spec}: a release needs all subsets; this source lacks {', '.join(missing)}")

@@ -24,6 +24,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     build.add_argument("--changelog", type=Path, help="previous CHANGELOG.md to extend")
     build.add_argument("--notes", help="one line for this version's changelog entry")
+    build.add_argument(
+        "--split", help="test | train | validation (default: the one split the source holds; non-test = training data)"
+    )
     build.set_defaults(handler=build_command)
     push = release_commands.add_parser("push", help="upload a release folder to the Hub and tag it")
     push.add_argument("--dir", required=True, help="release folder")
@@ -47,9 +50,10 @@ def build_command(args: argparse.Namespace) -> int:
         changelog=args.changelog,
         notes=args.notes,
         repo_id=args.repo,
+        split=args.split,
     )
     counts = ", ".join(f"{subset}: {len(rows)}" for subset, rows in source.rows.items())
-    print(f"release v{args.version.removeprefix('v')} of {source.spec} ({counts})")
+    print(f"release v{args.version.removeprefix('v')} of {source.spec}, split {source.split} ({counts})")
     print(Path(args.out).resolve())
     return 0
 

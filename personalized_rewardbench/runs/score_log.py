@@ -16,12 +16,22 @@ from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.runs.run_files import record_problem
 
 
+def keyed_record_problem(record: Any) -> str | None:
+    """Why `record` is not a record of a generic step log (an object with a non-empty string `id`), or None."""
+    if not isinstance(record, dict):
+        return f"expected a JSON object, got {type(record).__name__}"
+    if not isinstance(record.get("id"), str) or not record["id"]:
+        return "field 'id': " + ("missing" if "id" not in record else "expected a non-empty string")
+    return None
+
+
 class ScoreLog:
-    def __init__(self, path: Path, validate: Callable[[Any], str | None] = record_problem):
-        """`validate(record)` says why a line is not a valid record (None when it is): pair score records
-        by default; other logs (Best-of-N candidates, scores, judgments) pass their own."""
+    """`check` says why a loaded line is not a valid record (default: a score record of the engine); the
+    Best-of-N and construction steps log other records and pass `keyed_record_problem`."""
+
+    def __init__(self, path: Path, check: Callable[[Any], str | None] = record_problem):
         self.path = path
-        self.validate = validate
+        self.check = check
         self.notices: list[str] = []  # what `load` repaired, one line each
 
     def load(self) -> dict[str, dict[str, Any]]:
@@ -40,7 +50,7 @@ class ScoreLog:
                     break
                 try:
                     record = json.loads(line)
-                    problem = self.validate(record)
+                    problem = self.check(record)
                 except ValueError:  # invalid JSON or not UTF-8
                     problem = "not valid JSON"
                 if problem:
