@@ -64,6 +64,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         profile_k=args.profile_k,
         retriever=args.retriever,
         template=args.template,
+        protocol=args.protocol,
+        upstream_prompts=args.upstream_prompts,
         model_type=args.model_type,
         revision=args.revision,
         dtype=args.dtype,
@@ -103,7 +105,11 @@ def _evaluate(args: argparse.Namespace) -> int:
         )
     elif "no_verdict" in results:
         print(f"judge: answers without a rating: {results['no_verdict']} (their pairs count as ties: wrong)")
-    if results.get("truncated_pairs"):
+    if results.get("truncated_pairs") and config.protocol == "upstream":
+        print(
+            f"cut pairs (an input cut at {results['protocol']['max_length']} tokens, as the reference does): {results['truncated_pairs']}"
+        )
+    elif results.get("truncated_pairs"):
         print(
             f"truncated pairs (lowest-ranked profile posts dropped to fit the max length): {results['truncated_pairs']}"
         )
@@ -161,7 +167,9 @@ def _add_space_parser(commands) -> None:
 def _add_evaluate_parser(commands) -> None:
     from personalized_rewardbench.data.retrieval import RETRIEVERS
     from personalized_rewardbench.data.schema import SUBSETS
+    from personalized_rewardbench.runs.config import RunConfig
     from personalized_rewardbench.scoring.prompts import TEMPLATES
+    from personalized_rewardbench.scoring.protocols import DEFAULT_PROTOCOL, PROTOCOLS
 
     evaluate = commands.add_parser("evaluate", help="score a reward model or judge on the benchmark")
     evaluate.add_argument(
@@ -183,7 +191,21 @@ def _add_evaluate_parser(commands) -> None:
         default="contriever",
         help=f"profile ranking: {' | '.join(RETRIEVERS)} (default contriever, the upstream protocol; minilm when it cannot be loaded)",
     )
-    evaluate.add_argument("--template", default="default", help=f"prompt template: {' | '.join(TEMPLATES)}")
+    evaluate.add_argument(
+        "--template", default="default", help=f"user-turn wording under --protocol prbench: {' | '.join(TEMPLATES)}"
+    )
+    evaluate.add_argument(
+        "--protocol",
+        default=DEFAULT_PROTOCOL,
+        choices=PROTOCOLS,
+        help=RunConfig.__dataclass_fields__["protocol"].metadata["help"],
+    )
+    evaluate.add_argument(
+        "--upstream-prompts",
+        type=Path,
+        metavar="DIR",
+        help=RunConfig.__dataclass_fields__["upstream_prompts"].metadata["help"],
+    )
     evaluate.add_argument("--dtype", default="auto", help="auto | float32 | bfloat16 | float16")
     evaluate.add_argument("--device", default="auto", help="auto | cpu | cuda")
     evaluate.add_argument("--trust-remote-code", action="store_true")

@@ -11,6 +11,7 @@ from personalized_rewardbench.data.sources import UPSTREAM_REPO
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.scoring.devices import auto_batch_tokens
 from personalized_rewardbench.scoring.prompts import check_template
+from personalized_rewardbench.scoring.protocols import DEFAULT_PROTOCOL, PROTOCOLS, check_protocol
 
 DEFAULT_MODEL = "baseline:embedding"
 
@@ -24,6 +25,21 @@ class RunConfig:
     profile_k: int = 0
     retriever: str = "contriever"  # falls back to minilm (offline) when contriever cannot be loaded
     template: str = "default"
+    protocol: str = field(
+        default=DEFAULT_PROTOCOL,
+        metadata={
+            "help": "input protocol: prbench (chat tokenized directly, posts first, posts dropped before the "
+            "answer is cut) or upstream (the reference code's inputs token for token; see README)",
+            "choices": PROTOCOLS,
+        },
+    )
+    upstream_prompts: Path | None = field(
+        default=None,
+        metadata={
+            "help": "a local clone of the reference repository (or its prompts/ folder): the pairwise judge "
+            "prompts of --protocol upstream"
+        },
+    )
     model_type: str = "auto"
     revision: str | None = None
     dtype: str = "auto"
@@ -57,4 +73,10 @@ class RunConfig:
         if self.batch_tokens < 1:
             raise UserError(f"--batch-tokens must be positive, got {self.batch_tokens}")
         check_template(self.template)
+        check_protocol(self.protocol)
+        if self.protocol == "upstream" and self.template != "default":
+            raise UserError(
+                f"--template {self.template} applies to --protocol prbench; --protocol upstream always uses "
+                "the reference code's user turn (question + profile)"
+            )
         self.output = Path(self.output)

@@ -6,6 +6,9 @@ Runs fall in three sections that are never ranked together:
 - ``partial``: the benchmark data, but a pair limit or only some subsets (e.g. every Space run);
 - ``demo``: runs on the bundled demo sample (flagged ``demo_sample``), whatever their coverage.
 
+Within a section, runs of different input protocols (``prbench``, ``upstream``: `scoring/protocols.py`)
+form separate blocks, each ranked on its own; the protocol is a column of its own (``input_protocol``).
+
 >>> coverage({"protocol": {"limit": 2, "subsets": ["Art_and_Entertainment"]}})
 (False, 'Art, first 2 per subset')
 """
@@ -17,6 +20,7 @@ from typing import Any
 
 from personalized_rewardbench.data.schema import SUBSETS
 from personalized_rewardbench.runs.results import find_results
+from personalized_rewardbench.scoring.protocols import PROTOCOLS, protocol_name
 
 SHORT = {
     "Art_and_Entertainment": "Art",
@@ -34,8 +38,9 @@ SECTION_TITLES = {
 def protocol_label(result: dict[str, Any]) -> str:
     protocol = result.get("protocol", {})
     k = protocol.get("profile_k", 0)
-    label = f"k={k}" + (f" {protocol.get('retriever')}" if k else "")
-    if protocol.get("template", "default") != "default":
+    label = ("upstream " if protocol_name(result) == "upstream" else "") + f"k={k}"
+    label += f" {protocol.get('retriever')}" if k else ""
+    if protocol_name(result) == "prbench" and protocol.get("template", "default") != "default":
         label += f" {protocol['template']}"
     if protocol.get("judge_mode"):
         label += f" {protocol['judge_mode']}"
@@ -71,6 +76,7 @@ def leaderboard_rows(folder: Path) -> list[dict[str, Any]]:
             "model": result["model"],
             "type": result.get("model_type", ""),
             "protocol": protocol_label(result),
+            "input_protocol": protocol_name(result),
             "data": "demo sample"
             if result.get("demo_sample")
             else f"{result.get('dataset')}@{result.get('dataset_version') or result.get('dataset_revision')}",
@@ -90,7 +96,15 @@ def leaderboard_rows(folder: Path) -> list[dict[str, Any]]:
             figures = result.get("per_subset", {}).get(subset)
             row[SHORT[subset]] = figures["accuracy"] if figures else None
         rows.append(row)
-    return sorted(rows, key=lambda r: (SECTIONS.index(r["section"]), not r["full"], -r["accuracy"]))
+    return sorted(
+        rows,
+        key=lambda r: (SECTIONS.index(r["section"]), _protocol_order(r), not r["full"], -r["accuracy"]),
+    )
+
+
+def _protocol_order(row: dict[str, Any]) -> int:
+    name = row.get("input_protocol", PROTOCOLS[0])
+    return PROTOCOLS.index(name) if name in PROTOCOLS else len(PROTOCOLS)
 
 
 def by_section(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -107,20 +121,26 @@ def print_leaderboard(rows: list[dict[str, Any]]) -> None:
         print("no results found")
         return
     header = (
-        f"{'#':>3} {'model':<40} {'type':<15} {'protocol':<18} {'Art':>6} {'Life':>6} {'Soc':>6} {'overall':>8} "
-        f"{'95% CI':>15} {'pairs':>6}  {'coverage':<24} data"
+        f"{'#':>3} {'model':<40} {'type':<15} {'inputs':<9} {'setting':<18} "
+        f"{'Art':>6} {'Life':>6} {'Soc':>6} {'overall':>8} {'95% CI':>15} {'pairs':>6}  {'coverage':<24} data"
     )
     print(header)
     for name, section_rows in by_section(rows).items():
         if not section_rows:
             continue
         print(f"-- {SECTION_TITLES[name]} --")
-        for rank, row in enumerate(section_rows, start=1):
+        previous, several = None, len({row["input_protocol"] for row in section_rows}) > 1
+        for row in section_rows:
+            if row["input_protocol"] != previous:  # each protocol ranked on its own
+                previous, rank = row["input_protocol"], 0
+                if several:
+                    print(f"   [{previous} protocol, ranked on its own]")
+            rank += 1
             interval = f"[{_pct(row['ci95_low'])}, {_pct(row['ci95_high'])}]"
             place = str(rank) if name == "benchmark" else ""
             print(
-                f"{place:>3} {row['model'][-40:]:<40} {row['type']:<15} {row['protocol']:<18} {_pct(row['Art']):>6} "
-                f"{_pct(row['Lifestyle']):>6} {_pct(row['Society']):>6} {_pct(row['accuracy']):>8} {interval:>15} "
+                f"{place:>3} {row['model'][-40:]:<40} {row['type']:<15} {row['input_protocol']:<9} {row['protocol']:<18} "
+                f"{_pct(row['Art']):>6} {_pct(row['Lifestyle']):>6} {_pct(row['Society']):>6} {_pct(row['accuracy']):>8} {interval:>15} "
                 f"{row['num_pairs']:>6}  {row['coverage']:<24} {row['data']}"
             )
 

@@ -34,6 +34,7 @@ from personalized_rewardbench.scoring.model_loading import (
     model_revision,
 )
 from personalized_rewardbench.scoring.prompts import reward_chat, user_message
+from personalized_rewardbench.scoring.protocols import UpstreamInputs, use_eos_as_pad
 from personalized_rewardbench.scoring.registry import ModelSpec
 from personalized_rewardbench.scoring.shared_prefix import (
     PairLayout,
@@ -87,14 +88,18 @@ class ClassifierScorer:
         template: str = "default",
         batch_tokens: int | None = None,
         shared_prefix: bool = True,
+        protocol: str = "prbench",
     ):
         self.name = model
+        self.protocol_name = protocol  # scoring/protocols.py: "upstream" builds the reference code's inputs
         self.spec = spec
         self.template = template
         self.tokenizer = load_tokenizer(model, spec, revision)
         self.model, self.device, self.dtype = load_classifier(model, spec, revision, device, dtype)
         self.batch_tokens = batch_tokens if batch_tokens is not None else auto_batch_tokens(self.device)
-        self.added_pad = ensure_distinct_pad(self.tokenizer, self.model)
+        upstream = protocol == "upstream"
+        self.added_pad = False if upstream else ensure_distinct_pad(self.tokenizer, self.model)
+        self.eos_pad = use_eos_as_pad(self.tokenizer, self.model) if upstream else False
         self.revision = model_revision(model, self.model.config, revision)
         num_labels = self.model.config.num_labels
         self.score_rule = (
@@ -102,6 +107,7 @@ class ClassifierScorer:
         )
         self.model_limit: int | None = getattr(self.model.config, "max_position_embeddings", None)
         self.max_length = min(spec.max_length, self.model_limit or spec.max_length)
+        self.upstream = UpstreamInputs.for_model(model, self.tokenizer, self.max_length) if upstream else None
         if shared_prefix:
             self.shared_prefix, self.shared_prefix_note, self._max_shared_length = shared_prefix_support(self.model)
         else:
@@ -116,6 +122,17 @@ class ClassifierScorer:
         self.notices: list[str] = []
 
     def protocol(self) -> dict[str, Any]:
+        if self.upstream:
+            return {
+                "template": "question+profile",
+                "inputs": "render-then-tokenize",
+                "truncation": self.tokenizer.truncation_side,
+                "max_length": self.max_length,
+                "dtype": dtype_name(self.dtype),
+                "score_rule": self.score_rule,
+                "attn_implementation": attention_implementation(self.model),
+                "eos_pad": self.eos_pad,
+            }
         return {
             "template": self.template if self.tokenizer.chat_template else f"{self.template}+text-pair",
             "max_length": self.max_length,
@@ -131,7 +148,9 @@ class ClassifierScorer:
 
     # -- encoding ---------------------------------------------------------------------------------
     def encode_answer(self, item: EvalItem, answer: str) -> list[int]:
-        """Token ids of the full input for one answer (no truncation)."""
+        """Token ids of the full input for one answer (no truncation; `--protocol upstream`: its own)."""
+        if self.upstream:
+            return self.upstream.encode_answer(item, answer)
         if self.tokenizer.chat_template:
             encoded = self.tokenizer.apply_chat_template(
                 reward_chat(item, answer, self.template), tokenize=True, return_dict=True
@@ -141,6 +160,8 @@ class ClassifierScorer:
 
     def encode_prompt(self, item: EvalItem) -> list[int]:
         """Token ids of the input up to the start of the answer (the chat's generation prompt)."""
+        if self.upstream:
+            return self.upstream.encode_prompt(item)
         if self.tokenizer.chat_template:
             chat = reward_chat(item, "", self.template)[:1]
             encoded = self.tokenizer.apply_chat_template(
@@ -150,7 +171,11 @@ class ClassifierScorer:
         return list(self.tokenizer(user_message(item, self.template), truncation=False)["input_ids"])
 
     def fit(self, item: EvalItem) -> FittedPair:
-        """Both inputs within `max_length`: drop the lowest-ranked posts, then shorten the question; never cut the answer."""
+        """Both inputs within `max_length`: drop the lowest-ranked posts, then shorten the question; never cut the answer.
+
+        `--protocol upstream` keeps every post and cuts at `max_length` as the reference does (`truncated`: cut)."""
+        if self.upstream:
+            return FittedPair(item, *self.upstream.encode_pair(item))
         encode = lambda candidate: (
             self.encode_answer(candidate, item.chosen),
             self.encode_answer(candidate, item.rejected),
