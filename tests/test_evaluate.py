@@ -175,8 +175,8 @@ def test_rankings_come_from_the_cache_on_the_second_run(tiny_rm, cache):
     assert [p.text for p in again.items[0].posts] == [row["profile"][i]["text"] for i in stored[item_id][:2]]
 
 
-def test_upstream_template_at_k0_is_the_question_alone(tiny_rm, cache):
-    data, scorer = _item_and_scorer(tiny_rm, cache, k=0, template="upstream")
+def test_posts_first_template_at_k0_is_the_question_alone(tiny_rm, cache):
+    data, scorer = _item_and_scorer(tiny_rm, cache, k=0, template="posts-first")
     item = data.items[0]
     expected = scorer.tokenizer.apply_chat_template(
         [{"role": "user", "content": item.question}, {"role": "assistant", "content": item.chosen}],
@@ -546,7 +546,7 @@ def test_max_length_below_the_answer_is_a_one_line_error_naming_the_item(tiny_rm
 
 
 def test_a_llama3_style_tokenizer_gets_one_bos_where_render_then_retokenize_gives_two(tmp_path, cache):
-    """`--template upstream` reproduces upstream's messages, not its doubled BOS (see prompts.py)."""
+    """`--protocol prbench` tokenizes the chat directly: one BOS, where the reference route gives two."""
     from tiny_models import CHAT_TEMPLATE, llama_config, make_tokenizer
     from tokenizers.processors import TemplateProcessing
     from transformers import LlamaForSequenceClassification
@@ -568,13 +568,13 @@ def test_a_llama3_style_tokenizer_gets_one_bos_where_render_then_retokenize_give
         limit=1,
         profile_k=2,
         retriever="bm25",
-        template="upstream",
+        template="posts-first",
         progress=False,
         cache_dir=cache,
     )
     item, scorer = prepare_items(config).items[0], make_scorer(config)
     ours = scorer.encode_pair(item)[0]
-    chat = reward_chat(item, item.chosen, "upstream")
+    chat = reward_chat(item, item.chosen, "posts-first")
     upstream = scorer.tokenizer(scorer.tokenizer.apply_chat_template(chat, tokenize=False))["input_ids"]
     assert ours[:2] != [bos, bos] and ours[0] == bos and ours.count(bos) == 1
     assert upstream[:2] == [bos, bos] and upstream[1:] == ours

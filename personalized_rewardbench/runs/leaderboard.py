@@ -138,11 +138,13 @@ def print_leaderboard(rows: list[dict[str, Any]]) -> None:
             rank += 1
             interval = f"[{_pct(row['ci95_low'])}, {_pct(row['ci95_high'])}]"
             place = str(rank) if name == "benchmark" else ""
-            print(
-                f"{place:>3} {row['model'][-40:]:<40} {row['type']:<15} {row['input_protocol']:<9} {row['protocol']:<18} "
-                f"{_pct(row['Art']):>6} {_pct(row['Lifestyle']):>6} {_pct(row['Society']):>6} {_pct(row['accuracy']):>8} {interval:>15} "
-                f"{row['num_pairs']:>6}  {row['coverage']:<24} {row['data']}"
-            )
+            cells = [
+                f"{place:>3} {row['model'][-40:]:<40} {row['type']:<15}",
+                f"{row['input_protocol']:<9} {row['protocol']:<18}",
+                " ".join(f"{_pct(row[key]):>6}" for key in ("Art", "Lifestyle", "Society")),
+                f"{_pct(row['accuracy']):>8} {interval:>15} {row['num_pairs']:>6}  {row['coverage']:<24} {row['data']}",
+            ]
+            print(" ".join(cells))
 
 
 def write_chart(rows: list[dict[str, Any]], path: Path) -> Path:
