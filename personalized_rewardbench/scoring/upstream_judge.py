@@ -112,6 +112,11 @@ class UpstreamPairwiseJudge:
         from personalized_rewardbench.scoring.judge_backends import make_backend
 
         prompts = read_upstream_prompts(config.upstream_prompts)  # before loading a model: fail fast
+        if config.profile_k:
+            raise UserError(
+                "--protocol upstream: the reference pairwise judge sees the question alone, no profile posts; "
+                "use --profile-k 0, or --protocol prbench for a judge with the profile"
+            )
         backend = make_backend(config, spec)
         return cls(
             config.model, backend, prompts, max_new_tokens=config.max_new_tokens, batch_tokens=config.batch_tokens

