@@ -82,14 +82,19 @@ def _straightforward(model_dir: str, items, batch_size: int):
 
     score([reward_chat(items[0], "warm up")], [0, 0])
     after_load = _peak_mib()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     counts = [0, 0]
     scores = score([reward_chat(item, answer) for item in items for answer in (item.chosen, item.rejected)], counts)
-    seconds = time.perf_counter() - started
+    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     return (
         scores[0::2],
         scores[1::2],
-        {"seconds": seconds, "padding_fraction": counts[0] / counts[1], "rss_after_load_mib": after_load},
+        {
+            "seconds": seconds,
+            "cpu_seconds": cpu_seconds,
+            "padding_fraction": counts[0] / counts[1],
+            "rss_after_load_mib": after_load,
+        },
     )
 
 
@@ -104,11 +109,11 @@ def _engine(model_dir: str, items, batch_tokens: int | None = None, shared_prefi
     warm = EvalItem("warm", items[0].subset, "warm up", (), "yes", "no")
     scorer.score([warm], [0])
     after_load = _peak_mib()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     records = {}
     for batch in scorer.plan(items):
         records.update(zip(batch, scorer.score(items, batch)))
-    seconds = time.perf_counter() - started
+    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     stats = scorer.runtime_stats()
     chosen = [records[i]["chosen_score"] for i in range(len(items))]
     rejected = [records[i]["rejected_score"] for i in range(len(items))]
@@ -117,6 +122,7 @@ def _engine(model_dir: str, items, batch_tokens: int | None = None, shared_prefi
         rejected,
         {
             "seconds": seconds,
+            "cpu_seconds": cpu_seconds,
             "padding_fraction": stats["padding_fraction"],
             "rss_after_load_mib": after_load,
             "shared_prefix": stats["shared_prefix"],
@@ -173,7 +179,14 @@ def compare(
         for key in ("chosen", "rejected")
         for a, b in zip(best[other][key], engine[key])
     ]
+    cpu = {path: min(r["cpu_seconds"] for r in results) for path, results in runs.items()}
+    cpu_baseline = min(paths[: len(batch_sizes)], key=lambda path: cpu[path])
     return {
+        "cpu_best_baseline_batch_size": int(cpu_baseline.split(":")[1]),
+        "cpu_speedup_vs_best_baseline": cpu[cpu_baseline] / cpu["engine"],
+        "cpu_batching_gain": cpu[cpu_baseline] / cpu["engine-no-prefix"],
+        "cpu_prefix_reuse_gain": cpu["engine-no-prefix"] / cpu["engine"],
+        "cpu_pairs_per_second": {path: count / cpu[path] for path in paths},
         "k": k,
         "pairs": count,
         "pairs_per_second": {path: best[path]["pairs"] / best[path]["seconds"] for path in paths},
@@ -240,6 +253,11 @@ def main() -> None:
             f"peak memory {r['peak_memory_ratio']:.2f}x; max |score diff| {r['max_abs_score_diff']:.2e}; "
             f"decisions identical: {r['decisions_identical']}"
         )
+        print(
+            f"  by CPU time (less sensitive to other work on the machine): best baseline batch "
+            f"{r['cpu_best_baseline_batch_size']}, engine {r['cpu_speedup_vs_best_baseline']:.2f}x = batching "
+            f"{r['cpu_batching_gain']:.2f}x * prefix reuse {r['cpu_prefix_reuse_gain']:.2f}x"
+        )
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
     summary = {
         "best_baseline_batch_size_k10": results[10]["best_baseline_batch_size"],
@@ -250,6 +268,11 @@ def main() -> None:
         "prefix_reuse_gain_k10": round(results[10]["prefix_reuse_gain"], 3),
         "batching_gain_k0": round(results[0]["batching_gain"], 3),
         "prefix_reuse_gain_k0": round(results[0]["prefix_reuse_gain"], 3),
+        "cpu_best_baseline_batch_size_k10": results[10]["cpu_best_baseline_batch_size"],
+        "cpu_speedup_vs_best_baseline_k10": round(results[10]["cpu_speedup_vs_best_baseline"], 3),
+        "cpu_batching_gain_k10": round(results[10]["cpu_batching_gain"], 3),
+        "cpu_prefix_reuse_gain_k10": round(results[10]["cpu_prefix_reuse_gain"], 3),
+        "cpu_speedup_vs_best_baseline_k0": round(results[0]["cpu_speedup_vs_best_baseline"], 3),
         "speedup_vs_batch8_k10": round(results[10]["speedup_vs_batch8"] or 0, 3),
         "max_abs_score_diff": max(r["max_abs_score_diff"] for r in results.values()),
         "decisions_identical": all(r["decisions_identical"] for r in results.values()),

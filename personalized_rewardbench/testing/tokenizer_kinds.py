@@ -69,8 +69,9 @@ def make_kind_tokenizer(kind: str) -> PreTrainedTokenizerFast:
     return tokenizer
 
 
-def build_kind_model(kind: str, folder: Path, seed: int = 0) -> Path:
-    """Save the `kind` tokenizer and a random tiny reward model sized to it in `folder`."""
+def build_kind_model(kind: str, folder: Path, seed: int = 0, initializer_range: float = 0.02) -> Path:
+    """Save the `kind` tokenizer and a random tiny reward model sized to it in `folder` (a larger
+    `initializer_range` makes the random scores depend more on the input)."""
     torch.manual_seed(seed)
     tokenizer = make_kind_tokenizer(kind)
     if kind == "cls-sep":
@@ -83,11 +84,14 @@ def build_kind_model(kind: str, folder: Path, seed: int = 0) -> Path:
             max_position_embeddings=2048,
             pad_token_id=tokenizer.pad_token_id,
             num_labels=2,
+            initializer_range=initializer_range,
         )
         model = BertForSequenceClassification(config)
     else:
         pad = tokenizer.eos_token_id if kind in ("pad-eos", "no-pad") else tokenizer.pad_token_id
-        model = LlamaForSequenceClassification(llama_config(tokenizer, num_labels=1, pad_token_id=pad))
+        model = LlamaForSequenceClassification(
+            llama_config(tokenizer, num_labels=1, pad_token_id=pad, initializer_range=initializer_range)
+        )
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
