@@ -11,6 +11,7 @@ not benchmark data. For each difference everything else is held fixed:
   (bm25, k 3), both tokenized directly, on the `bos` tokenizer;
 - pad: EOS as pad, so the token before the final EOS is pooled (upstream) vs a distinct pad, the EOS itself
   is pooled (prbench), on the `no-pad` tokenizer, k 0;
+- the whole protocol (all of the above at once, k 3, the default max length), per tokenizer;
 - truncation at a max length equal to the median input length at k 3 (no sample input reaches 8,192),
   on the `bos` tokenizer: inputs the right cut
   shortens, each losing the end of its answer, and those that lose the whole answer (upstream), vs pairs
@@ -55,6 +56,15 @@ def _scores(model, sequences: list[list[int]], pad_id: int | None) -> list[float
         logits = model(input_ids=torch.tensor([ids])).logits.float()[0]
         out.append(float(logits[0]) if logits.shape[-1] == 1 else float(torch.softmax(logits, -1)[-1]))
     return out
+
+
+def _protocol_scores(path: Path, items, protocol: str) -> list[float]:
+    """Chosen and rejected scores of every item as `prbench evaluate --protocol PROTOCOL` computes them."""
+    scorer = make_scorer(RunConfig(model=str(path), device="cpu", protocol=protocol))
+    records = {}
+    for batch in scorer.plan(items):
+        records.update(zip(batch, scorer.score(items, batch)))
+    return [records[i][key] for i in range(len(items)) for key in ("chosen_score", "rejected_score")]
 
 
 def _direct(tokenizer, chat: list[dict[str, str]]) -> list[int]:
@@ -124,6 +134,8 @@ def main() -> None:
                     "prbench_pairs_with_posts_dropped": sum(scorer.fit(item).truncated for item in items3),
                     "prbench_answers_cut": 0,
                 }
+            whole = [_protocol_scores(path, items3, protocol) for protocol in ("upstream", "prbench")]
+            results[f"whole protocol ({kind}, k 3)"] = _compare(*whole)
             if kind == "no-pad":
                 eos = tokenizer.eos_token_id
                 results["pad (EOS vs distinct)"] = _compare(_scores(model, direct, eos), _scores(model, direct, None))
