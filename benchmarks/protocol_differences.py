@@ -62,8 +62,9 @@ def _protocol_scores(path: Path, items, protocol: str) -> list[float]:
     """Chosen and rejected scores of every item as `prbench evaluate --protocol PROTOCOL` computes them."""
     scorer = make_scorer(RunConfig(model=str(path), device="cpu", protocol=protocol))
     records = {}
-    for batch in scorer.plan(items):
-        records.update(zip(batch, scorer.score(items, batch)))
+    plan = scorer.plan(items)
+    for batch in plan.batches:
+        records.update(zip(batch, scorer.score(plan, batch)))
     return [records[i][key] for i in range(len(items)) for key in ("chosen_score", "rejected_score")]
 
 

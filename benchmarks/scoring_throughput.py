@@ -107,14 +107,16 @@ def _engine(model_dir: str, items, batch_tokens: int | None = None, shared_prefi
     config = RunConfig(model=model_dir, device="cpu", batch_tokens=batch_tokens, shared_prefix=shared_prefix)
     scorer = make_scorer(config)
     warm = EvalItem("warm", items[0].subset, "warm up", (), "yes", "no")
-    scorer.score([warm], [0])
+    warm_plan = scorer.plan([warm])
+    scorer.score(warm_plan, warm_plan.batches[0])
     after_load = _peak_mib()
     started, cpu_started = time.perf_counter(), time.process_time()
     records = {}
-    for batch in scorer.plan(items):
-        records.update(zip(batch, scorer.score(items, batch)))
+    plan = scorer.plan(items)
+    for batch in plan.batches:
+        records.update(zip(batch, scorer.score(plan, batch)))
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
-    stats = scorer.runtime_stats()
+    stats = scorer.runtime_stats(plan)
     chosen = [records[i]["chosen_score"] for i in range(len(items))]
     rejected = [records[i]["rejected_score"] for i in range(len(items))]
     return (

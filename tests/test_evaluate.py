@@ -132,7 +132,7 @@ def test_model_input_never_contains_the_answer_key(tiny_rm, cache):
     data, scorer = _item_and_scorer(tiny_rm, cache, k=15)
     rows = {row["id"]: row for rows in load_source("sample").rows.values() for row in rows}
     for item in data.items:
-        chosen_ids, rejected_ids, _ = scorer.encode_pair(item)
+        chosen_ids, rejected_ids = scorer.fit(item).inputs
         for ids in (chosen_ids, rejected_ids):
             text = scorer.tokenizer.decode(ids)
             row = rows[item.id]
@@ -152,13 +152,13 @@ def test_model_input_never_contains_the_answer_key(tiny_rm, cache):
 def test_profile_k_changes_the_input_in_the_retrievers_order(tiny_rm, cache):
     data0, scorer = _item_and_scorer(tiny_rm, cache, k=0)
     data3, _ = _item_and_scorer(tiny_rm, cache, k=3)
-    assert scorer.encode_pair(data0.items[0])[0] != scorer.encode_pair(data3.items[0])[0]
+    assert scorer.fit(data0.items[0]).inputs[0] != scorer.fit(data3.items[0]).inputs[0]
     row = load_source("sample").rows["Art_and_Entertainment"][0]
     from personalized_rewardbench.data.retrieval import BM25Retriever
 
     order = BM25Retriever().rank(row["question"], [p["text"] for p in row["profile"]])
     assert [p.text for p in data3.items[0].posts] == [row["profile"][i]["text"] for i in order[:3]]
-    text = scorer.tokenizer.decode(scorer.encode_pair(data3.items[0])[0])
+    text = scorer.tokenizer.decode(scorer.fit(data3.items[0]).inputs[0])
     positions = [text.find(f"post {i} ( category :") for i in (1, 2, 3)]
     assert -1 not in positions and positions == sorted(positions)
 
@@ -183,7 +183,7 @@ def test_posts_first_template_at_k0_is_the_question_alone(tiny_rm, cache):
         tokenize=True,
         return_dict=True,
     )["input_ids"]
-    assert scorer.encode_pair(item)[0] == list(expected)
+    assert scorer.fit(item).inputs[0] == list(expected)
 
 
 def test_scores_are_deterministic(tiny_rm, cache, tmp_path):
@@ -197,7 +197,8 @@ def test_long_inputs_drop_lowest_ranked_posts_and_never_the_answer(tiny_rm, cach
     item = data.items[0]
     full = len(scorer.encode_answer(item, item.chosen))
     scorer.max_length = full - 1
-    chosen_ids, _, truncated = scorer.encode_pair(item)
+    fitted = scorer.fit(item)
+    chosen_ids, truncated = fitted.inputs[0], fitted.truncated
     assert truncated and len(chosen_ids) <= full - 1
     text = scorer.tokenizer.decode(chosen_ids)
     answer = scorer.tokenizer.decode(scorer.tokenizer(item.chosen, add_special_tokens=False)["input_ids"])
@@ -447,7 +448,7 @@ def test_an_encoder_with_96_positions_gets_a_shortened_question_and_the_whole_an
         assert fitted.item.posts == () and fitted.question_shortened
         assert fitted.item.question.startswith("Opening words of question") and fitted.item.question.endswith(" …")
         assert "CLOSING-WORDS" not in fitted.item.question and len(fitted.item.question) < len(item.question)
-        for ids, answer in ((fitted.chosen, item.chosen), (fitted.rejected, item.rejected)):
+        for ids, answer in zip(fitted.inputs, (item.chosen, item.rejected)):
             assert len(ids) <= 96
             text = scorer.tokenizer.decode(ids)
             assert scorer.tokenizer.decode(scorer.tokenizer(answer, add_special_tokens=False)["input_ids"]) in text
@@ -513,7 +514,8 @@ def test_max_length_at_k0_shortens_questions_and_shared_prefix_scores_still_equa
     config = RunConfig(model=str(tiny_rm), data="sample", max_length=limit, progress=False, cache_dir=cache)
     scorer = make_scorer(config)
     for item, length in zip(items, full):
-        chosen, rejected, truncated = scorer.encode_pair(item)
+        fitted = scorer.fit(item)
+        (chosen, rejected), truncated = fitted.inputs, fitted.truncated
         assert max(len(chosen), len(rejected)) <= limit and not truncated
         assert (scorer.fit(item).item.question == item.question) == (length <= limit)
 
@@ -573,7 +575,7 @@ def test_a_llama3_style_tokenizer_gets_one_bos_where_render_then_retokenize_give
         cache_dir=cache,
     )
     item, scorer = prepare_items(config).items[0], make_scorer(config)
-    ours = scorer.encode_pair(item)[0]
+    ours = scorer.fit(item).inputs[0]
     chat = reward_chat(item, item.chosen, "posts-first")
     upstream = scorer.tokenizer(scorer.tokenizer.apply_chat_template(chat, tokenize=False))["input_ids"]
     assert ours[:2] != [bos, bos] and ours[0] == bos and ours.count(bos) == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from transformers import (
     BertForSequenceClassification,
     LlamaForSequenceClassification,
     MistralConfig,
+    MistralForCausalLM,
     MistralForSequenceClassification,
 )
 
@@ -118,8 +120,8 @@ def test_shared_batches_mix_prefix_lengths(tiny_rm, cache):
     )
     scorer, items = make_scorer(config), prepare_items(config).items
     plan = scorer.plan(items)
-    mixed = [batch for batch in plan if len({scorer._encoded[i].layout.prefix for i in batch}) > 1]
-    assert mixed and len(plan) > 2
+    mixed = [batch for batch in plan.batches if len({plan.encodings[i].layout.prefix for i in batch}) > 1]
+    assert mixed and len(plan.batches) > 2
 
 
 def _merging_template_model(tmp_path: Path) -> Path:
@@ -154,9 +156,9 @@ def test_prompt_that_is_not_a_token_prefix_falls_back_and_says_so(tmp_path, cach
     _assert_same_scores(fast, full)
 
 
-def test_sliding_window_models_share_only_within_the_window(tmp_path, cache):
+def _tiny_mistral(folder: Path, window: int, causal_lm: bool = False) -> Path:
     torch.manual_seed(0)
-    folder, tokenizer, window = tmp_path / "tiny-mistral", make_tokenizer(), 160
+    tokenizer = make_tokenizer()
     config = MistralConfig(
         vocab_size=len(tokenizer),
         hidden_size=32,
@@ -170,18 +172,50 @@ def test_sliding_window_models_share_only_within_the_window(tmp_path, cache):
         initializer_range=0.3,
         num_labels=1,
     )
-    MistralForSequenceClassification(config).save_pretrained(folder)
+    (MistralForCausalLM if causal_lm else MistralForSequenceClassification)(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    fast = _run(folder, tmp_path / "fast", cache, shared=True, k=0, batch_tokens=1200)
-    full = _run(folder, tmp_path / "full", cache, shared=False, k=0, batch_tokens=1200)
-    run_config = RunConfig(model=str(folder), data="sample", cache_dir=cache, progress=False)
-    scorer = make_scorer(run_config)
-    longer = sum(max(map(len, scorer.encode_pair(item)[:2])) > window - 1 for item in prepare_items(run_config).items)
-    assert 0 < longer < 24
+    return folder
+
+
+def test_sliding_window_models_share_exactly_beyond_the_window(tmp_path, cache):
+    """Inputs far longer than a 24-token window share their prefix and score what full forwards score."""
+    window = 24
+    folder = _tiny_mistral(tmp_path / "tiny-mistral", window)
+    fast = _run(folder, tmp_path / "fast", cache, shared=True, k=2, batch_tokens=1200)
+    full = _run(folder, tmp_path / "full", cache, shared=False, k=2, batch_tokens=1200)
+    plan_config = RunConfig(model=str(folder), data="sample", profile_k=2, retriever="bm25", cache_dir=cache)
+    scorer = make_scorer(replace(plan_config, progress=False))
+    plan = scorer.plan(prepare_items(plan_config).items)
+    assert min(group.layout.prefix for group in plan.encodings) > 4 * window  # the window really cuts the prefix
     runtime = fast.results["runtime"]
-    assert (runtime["shared_prefix"], runtime["shared_prefix_fallbacks"]) == ("partial", longer)
-    assert "sliding attention window" in runtime["shared_prefix_note"]
+    assert (runtime["shared_prefix"], runtime["shared_prefix_fallbacks"]) == (True, 0)
     _assert_same_scores(fast, full)
+    margins = [abs(r["chosen_score"] - r["rejected_score"]) for r in full.records]
+    assert sorted(margins)[len(margins) // 2] > 100 * TOLERANCE  # sharp enough to catch a shifted window
+
+
+def test_one_mechanism_for_both_readers_on_a_sliding_window_model(tmp_path):
+    """The classifier reader and the judge reader of `shared_prefix` equal full forwards on a tiny Mistral with a
+    16-token window, with groups of 1 to 4 suffixes of different lengths in one batch (float32, 1e-4)."""
+    rm = MistralForSequenceClassification.from_pretrained(_tiny_mistral(tmp_path / "rm", 16), dtype=torch.float32)
+    lm = MistralForCausalLM.from_pretrained(_tiny_mistral(tmp_path / "lm", 16, causal_lm=True), dtype=torch.float32)
+    generator = torch.Generator().manual_seed(5)
+    tokens = lambda n: torch.randint(5, 300, (n,), generator=generator).tolist()  # noqa: E731
+    groups = [(tokens(70), [tokens(9)]), (tokens(41), [tokens(30), tokens(5), tokens(17), tokens(22)])]
+    groups.append((tokens(55), [tokens(12), tokens(3)]))
+    inputs = [prefix + suffix for prefix, suffixes in groups for suffix in suffixes]
+    pad = 0
+    assert pad not in {t for ids in inputs for t in ids}
+    shared = prefix_scoring.pooled_logits(rm.eval(), groups, pad, "cpu")
+    with torch.no_grad():
+        alone = torch.cat([rm(torch.tensor([ids])).logits for ids in inputs])
+    assert shared.shape == alone.shape and (shared - alone).abs().max().item() < TOLERANCE
+    assert alone.std().item() > 100 * TOLERANCE
+    last = prefix_scoring.last_logits(lm.eval(), groups, pad, "cpu", last=3)
+    with torch.no_grad():
+        reference = torch.stack([lm(torch.tensor([ids])).logits[0, -3:] for ids in inputs])
+    assert last.shape == reference.shape and (last - reference).abs().max().item() < TOLERANCE
+    assert prefix_scoring.padding_sides(rm, "pooled") == ("left", "right")
 
 
 def test_encoder_models_are_scored_in_full_and_say_so(tmp_path, cache):
@@ -208,9 +242,9 @@ def test_encoder_models_are_scored_in_full_and_say_so(tmp_path, cache):
 
 
 def test_a_failed_check_before_scoring_turns_sharing_off(tmp_path, cache, monkeypatch, tiny_rm):
-    original = prefix_scoring.shared_prefix_logits
+    original = prefix_scoring.pooled_logits
     monkeypatch.setattr(
-        "personalized_rewardbench.scoring.classifier.shared_prefix_logits",
+        "personalized_rewardbench.scoring.classifier.pooled_logits",
         lambda *args, **kwargs: original(*args, **kwargs) + 1.0,
     )
     outcome = _run(tiny_rm, tmp_path / "broken", cache, shared=True, k=2, limit=1)
@@ -237,7 +271,7 @@ def test_token_budget_batches_respect_the_budget_and_the_padding_is_measured(tin
     )
     scorer, items = make_scorer(config), prepare_items(config).items
     plan = scorer.plan(items)
-    assert sorted(i for batch in plan for i in batch) == list(range(len(items)))
+    assert sorted(i for batch in plan.batches for i in batch) == list(range(len(items)))
     pad = scorer.tokenizer.pad_token_id
     forwards: list[tuple[int, int]] = []  # (positions computed, of which padding) per base-model forward
 
@@ -247,23 +281,23 @@ def test_token_budget_batches_respect_the_budget_and_the_padding_is_measured(tin
 
     handle = scorer.model.base_model.register_forward_pre_hook(record, with_kwargs=True)
     try:
-        for batch in plan:
+        for batch in plan.batches:
             before = len(forwards)
-            scorer.score(items, batch)
+            scorer.score(plan, batch)
             computed = sum(n for n, _ in forwards[before:])
             assert computed <= budget or len(batch) == 1
             assert len(forwards) - before == (2 if shared else 1)
     finally:
         handle.remove()
-    stats = scorer.runtime_stats()
+    stats = scorer.runtime_stats(plan)
     observed = sum(p for _, p in forwards) / sum(n for n, _ in forwards)
     assert stats["padding_fraction"] == pytest.approx(observed, abs=1e-4)
     assert stats["tokens_computed"] == sum(n for n, _ in forwards)
     assert 0 < stats["padding_fraction"] < 0.25  # pairs sorted by length: little padding
     if shared:
         assert all(
-            shared_prefix_cost([scorer._shape(scorer._encoded[i]) for i in batch]) <= budget or len(batch) == 1
-            for batch in plan
+            shared_prefix_cost([plan.encodings[i].shape for i in batch]) <= budget or len(batch) == 1
+            for batch in plan.batches
         )
 
 

@@ -157,7 +157,8 @@ def test_pairwise_judge_with_byte_level_letters(bpe_lm, tmp_path):
     judge = make_scorer(config)
     assert judge.protocol()["forced_prefix"] == "Result:" and judge.protocol()["multi_token_choices"] == []
     items = prepare_items(config, log=lambda _: None).items
-    record = judge.score(items, [0])[0]
+    plan = judge.plan(items)
+    record = judge.score(plan, [0])[0]
     first, _second = judge.encode_item(items[0])[0]
     with torch.no_grad():
         logprobs = judge.backend.model(torch.tensor([first])).logits[0, -1].log_softmax(-1)

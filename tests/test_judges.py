@@ -20,7 +20,8 @@ from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.runs.config import RunConfig
 from personalized_rewardbench.runs.engine import prepare_items, run_evaluation
 from personalized_rewardbench.runs.leaderboard import leaderboard_rows
-from personalized_rewardbench.runs.scorer_factory import make_scorer
+from personalized_rewardbench.runs.scorer_factory import judge_settings, make_scorer
+from personalized_rewardbench.scoring import judge_backends
 from personalized_rewardbench.scoring.judge_backends import shared_prefix_length
 from personalized_rewardbench.scoring.judge_prompts import pairwise_chat
 from personalized_rewardbench.scoring.judges import (
@@ -274,12 +275,13 @@ def test_both_orders_are_asked_and_no_answer_key_leaks(tiny_lm, tmp_path):
     config = _config(tiny_lm, tmp_path / "out", profile_k=2, retriever="bm25")
     items = prepare_items(config, log=lambda _: None).items
     judge = make_scorer(config)
+    plan = judge.plan(items)  # (checks the shared prefix on a slice of the first prompts once)
     asked: list[list[list[int]]] = []
     original = judge.backend.next_token_logprobs
     judge.backend.next_token_logprobs = lambda groups, ids, **kw: asked.extend(groups) or original(groups, ids, **kw)
     assert judge.reader.chains == [()]  # so the prompts are asked as they are
-    for batch in judge.plan(items):
-        judge.score(items, batch)
+    for batch in plan.batches:
+        judge.score(plan, batch)
     assert len(asked) == len(items)
     tokenizer = judge.tokenizer
     by_prompt = {tuple(group[0]): group for group in asked}
@@ -461,7 +463,7 @@ def test_bad_judge_settings_fail_in_one_line(tiny_lm, tmp_path, capsys):
     assert cli.main(_args(tiny_lm, tmp_path / "out", "judge-score", "--max-new-tokens", "0")) == 2
     assert capsys.readouterr().err.count("\n") == 1
     with pytest.raises(UserError, match="judge type"):
-        make_judge(_config(tiny_lm, tmp_path / "x"), resolve_spec(str(tiny_lm)), "judge-listwise")
+        make_judge(judge_settings(_config(tiny_lm, tmp_path / "x")), resolve_spec(str(tiny_lm)), "judge-listwise")
 
 
 def test_leaderboard_lists_judges_beside_other_scorers(pairwise_logits_run, tmp_path):
@@ -525,10 +527,10 @@ class CannedBackend:
     def describe(self) -> dict:
         return {"dtype": "none"}
 
-    def runtime_stats(self) -> dict:
+    def runtime_stats(self, counters=None) -> dict:
         return {"generated_tokens": 0}
 
-    def generate(self, sequences: list[list[int]], max_new_tokens: int) -> list[str]:
+    def generate(self, sequences: list[list[int]], max_new_tokens: int, counters=None) -> list[str]:
         return [self.texts[tuple(seq)] for seq in sequences]
 
     def next_token_logprobs(self, *args, **kwargs):
@@ -537,7 +539,7 @@ class CannedBackend:
 
 def test_canned_generations_give_hand_computed_figures(tmp_path):
     config = _config(Path("canned-judge"), tmp_path / "out", judge_mode="generate", max_new_tokens=16)
-    judge = PairwiseJudge(config, resolve_spec("canned-judge"), CannedBackend())
+    judge = PairwiseJudge(judge_settings(config), resolve_spec("canned-judge"), CannedBackend())
     items = prepare_items(config, log=lambda _: None).items
     assert [item.subset.split("_")[0] for item in items] == [
         "Art",
@@ -613,9 +615,10 @@ def test_max_new_tokens_must_leave_room_for_the_prompt(tiny_lm, tmp_path, capsys
 
 
 def test_shared_prefix_fallback_is_announced_and_recorded(tiny_lm, tmp_path, monkeypatch, pairwise_logits_run):
-    from personalized_rewardbench.scoring.judge_backends import TransformersBackend
+    from personalized_rewardbench.scoring.shared_prefix import Support
 
-    monkeypatch.setattr(TransformersBackend, "_plain_cache", lambda self: False)  # as for recurrent layers
+    recurrent = Support(False, "the model's cache is not a plain DynamicCache (recurrent or linear-attention layers)")
+    monkeypatch.setattr(judge_backends, "shared_prefix_support", lambda model: recurrent)
     logged: list[str] = []
     outcome = run_evaluation(_config(tiny_lm, tmp_path / "out"), log=logged.append)
     assert any(
@@ -664,11 +667,13 @@ def test_template_switches_come_from_the_registry(tiny_lm, tmp_path):
         resolve_spec(str(tiny_lm)), chat_template=thinking, logits_template_kwargs={"enable_thinking": False}
     )
     item = prepare_items(_config(tiny_lm, tmp_path / "out"), log=lambda _: None).items[0]
-    logits = make_judge(_config(tiny_lm, tmp_path / "a"), spec, "judge-pairwise")
+    logits = make_judge(judge_settings(_config(tiny_lm, tmp_path / "a")), spec, "judge-pairwise")
     prompt = logits.tokenizer.decode(logits.encode_item(item)[0][0])
     assert prompt.replace(" ", "").replace("\n", "").endswith("assistant<think></think>result:")
     assert logits.protocol()["chat_template_kwargs"] == {"enable_thinking": False}
-    generate = make_judge(_config(tiny_lm, tmp_path / "b", judge_mode="generate"), spec, "judge-pairwise")
+    generate = make_judge(
+        judge_settings(_config(tiny_lm, tmp_path / "b", judge_mode="generate")), spec, "judge-pairwise"
+    )
     assert "think" not in generate.tokenizer.decode(generate.encode_item(item)[0][0])
     assert "chat_template_kwargs" not in generate.protocol()
 
@@ -683,8 +688,8 @@ def test_a_template_that_drops_assistant_turns_falls_back_to_plain_tokenization(
     )
     spec = replace(resolve_spec(str(tiny_lm)), chat_template=user_only)
     config = _config(tiny_lm, tmp_path / "out")
-    judge = make_judge(config, spec, "judge-pairwise")
+    judge = make_judge(judge_settings(config), spec, "judge-pairwise")
     assert judge.reader.context == "text" and judge.protocol()["forced_prefix_context"] == "text"
     assert judge.protocol()["forced_prefix"] == "result :"  # "Result: A" alone, lower-cased by WordPiece
-    judge.plan(prepare_items(config, log=lambda _: None).items)
-    assert any("cannot end on an assistant message" in notice for notice in judge.notices)
+    plan = judge.plan(prepare_items(config, log=lambda _: None).items)
+    assert any("cannot end on an assistant message" in notice for notice in judge.notices(plan))

@@ -87,7 +87,7 @@ def test_upstream_judge_draws_one_seeded_order_and_counts_unparsable_as_a(tmp_pa
 
     results, records = _run(tmp_path / "results", *args, "--upstream-prompts", str(tmp_path / "clone"))
     expected = []
-    for subset, rows in load_source("sample").rows.items():
+    for rows in load_source("sample").rows.values():
         random.seed(42)  # the reference seeds once per subset run
         expected += ["A" if random.random() < 0.5 else "B" for _ in rows[:3]]
     assert [r["chosen_position"] for r in records] == expected

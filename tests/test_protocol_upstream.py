@@ -57,9 +57,10 @@ def _ours(config: RunConfig):
     items = prepare_items(config, log=lambda _m: None).items
     scorer = make_scorer(config)
     records = {}
-    for batch in scorer.plan(items):
-        records.update(zip(batch, scorer.score(items, batch)))
-    ids = [ids for item in items for ids in scorer.encode_pair(item)[:2]]
+    plan = scorer.plan(items)
+    for batch in plan.batches:
+        records.update(zip(batch, scorer.score(plan, batch)))
+    ids = [ids for item in items for ids in scorer.fit(item).inputs]
     scores = [records[i][key] for i in range(len(items)) for key in ("chosen_score", "rejected_score")]
     return items, scorer, ids, scores
 
@@ -93,7 +94,7 @@ def test_what_each_tokenizer_kind_does_to_the_upstream_input(models, cache):
     bos = bos_scorer.tokenizer.bos_token_id
     assert bos_ids[0][:3].count(bos) == 2  # rendered BOS + the tokenizer's own
     prbench = make_scorer(_config(models["bos"], cache, 0, protocol="prbench"))
-    assert prbench.encode_pair(bos_items[0])[0] == bos_ids[0][1:]  # prbench: the same ids with one BOS
+    assert prbench.fit(bos_items[0]).inputs[0] == bos_ids[0][1:]  # prbench: the same ids with one BOS
 
     _, bert, bert_ids, _ = _ours(_config(models["cls-sep"], cache, 0))
     assert bert_ids[0][0] == bert.tokenizer.cls_token_id and bert_ids[0][-1] == bert.tokenizer.sep_token_id
@@ -111,7 +112,7 @@ def test_upstream_cuts_at_the_max_length_like_the_reference(models, cache):
     reference_ids, reference_scores = _reference(models["bos"], items, max_length=64)
     assert ids == reference_ids and all(len(x) == 64 for x in ids)
     assert scores == pytest.approx(reference_scores, abs=1e-5)
-    assert all(scorer.encode_pair(item)[2] for item in items)  # recorded as truncated
+    assert all(scorer.fit(item).truncated for item in items)  # recorded as truncated
     assert all(len(item.posts) == 3 for item in items)  # no post dropped: the cut takes the answer
 
 

@@ -201,10 +201,10 @@ def run_evaluation(
     done = _load_partials(run_dir)
     barrier()  # every rank has read the same finished items before any rank appends more
     plan = scorer.plan(data.items)
-    unfinished = [not all(data.items[i].id in done for i in batch) for batch in plan]
-    pairs_pending = sum(len(batch) for batch, open_ in zip(plan, unfinished) if open_)  # all ranks together
-    todo = [batch for batch, open_ in list(zip(plan, unfinished))[rank::world_size] if open_]
-    for notice in getattr(scorer, "notices", []):  # e.g. pairs the shared-prefix path scores in full
+    unfinished = [not all(data.items[i].id in done for i in batch) for batch in plan.batches]
+    pairs_pending = sum(len(batch) for batch, open_ in zip(plan.batches, unfinished) if open_)  # all ranks together
+    todo = [batch for batch, open_ in list(zip(plan.batches, unfinished))[rank::world_size] if open_]
+    for notice in scorer.notices(plan):  # e.g. pairs the shared-prefix path scores in full
         data.notices.append(notice)
         if rank == 0:
             log(notice)
@@ -213,7 +213,7 @@ def run_evaluation(
     started = time.perf_counter()
     with tqdm(total=total, desc=f"scoring {scorer.name}", unit="pair", disable=not config.progress or rank != 0) as bar:
         for batch in todo:
-            scored = scorer.score(data.items, batch)
+            scored = scorer.score(plan, batch)
             records = [
                 {"id": data.items[i].id, "subset": data.items[i].subset, **record} for i, record in zip(batch, scored)
             ]
@@ -237,11 +237,11 @@ def run_evaluation(
         "seconds": round(seconds, 3),
         "pairs_scored": pairs_pending,
         "pairs_per_second": round(pairs_pending / seconds, 3) if seconds > 0 and pairs_pending else None,
-        "device": str(getattr(scorer, "device", "cpu")),
+        "device": str(scorer.device),
         "processes": world_size,
-        **(scorer.runtime_stats() if hasattr(scorer, "runtime_stats") else {}),
+        **scorer.runtime_stats(plan),
     }
-    extra = scorer.summarize(records) if hasattr(scorer, "summarize") else {}
+    extra = scorer.summarize(records)
     results = build_results(run=identity, records=records, extra_metrics=extra, runtime=runtime)
     write_jsonl_atomic(run_dir / SCORES_FILE, records)
     write_json_atomic(run_dir / RESULTS_FILE, results)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.runs.config import RunConfig
 from personalized_rewardbench.scoring.base import Scorer
+from personalized_rewardbench.scoring.judge_backends import JudgeSettings
 from personalized_rewardbench.scoring.protocols import UPSTREAM_MAX_LENGTH
 from personalized_rewardbench.scoring.registry import resolve_spec
 
@@ -24,7 +25,7 @@ def make_scorer(config: RunConfig) -> Scorer:
     if upstream and model_type == "judge-pairwise":
         from personalized_rewardbench.scoring.upstream_judge import UpstreamPairwiseJudge
 
-        return UpstreamPairwiseJudge.from_config(config, spec)
+        return UpstreamPairwiseJudge.create(judge_settings(config), spec, config.upstream_prompts, config.profile_k)
     if upstream and model_type == "judge-score":
         raise UserError(
             "--protocol upstream has no rating judge: the reference code evaluates judges pairwise "
@@ -47,5 +48,21 @@ def make_scorer(config: RunConfig) -> Scorer:
     if model_type in ("judge-pairwise", "judge-score"):
         from personalized_rewardbench.scoring.judges import make_judge
 
-        return make_judge(config, spec, model_type)
+        return make_judge(judge_settings(config), spec, model_type)
     raise UserError(f"unknown --model-type {config.model_type!r}: choose one of {', '.join(MODEL_TYPES)}")
+
+
+def judge_settings(config: RunConfig) -> JudgeSettings:
+    """The judge options of a run."""
+    return JudgeSettings(
+        model=config.model,
+        judge_mode=config.judge_mode,
+        max_new_tokens=config.max_new_tokens,
+        batch_tokens=config.batch_tokens,
+        backend=config.backend,
+        revision=config.revision,
+        device=config.device,
+        dtype=config.dtype,
+        seed=config.seed,
+        shared_prefix=config.shared_prefix,
+    )

@@ -1,16 +1,24 @@
 """The interface every scorer implements (baselines, classifier reward models, LLM judges).
 
-The engine calls `plan(items)` once to get deterministic batches of item indices, then
-`score(items, batch)` per batch. Deterministic batches make resumed and multi-process runs
-process exactly the same batches as a single uninterrupted run, so their scores are identical.
+The engine calls exactly what `Scorer` declares and nothing else: `plan(items)` once, which returns an
+immutable `ScoringPlan` (deterministic batches of item indices plus whatever the scorer prepared for them,
+e.g. token ids), then `score(plan, batch)` per batch, and `notices(plan)`, `runtime_stats(plan)`,
+`summarize(records)` for results.json. Deterministic batches make resumed and multi-process runs process
+exactly the same batches as a single uninterrupted run, so their scores are identical. A scorer keeps no
+state of a run (everything a run needs is in its plan), so one loaded scorer serves any number of runs.
 Each scored item is a dict with at least `chosen_score`, `rejected_score` and `truncated`.
+
+`score_answers(groups)` is the pointwise entry point (Best-of-N, RL rewards): any number of answers per prompt.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
 
 from personalized_rewardbench.data.eval_items import EvalItem
 
@@ -38,26 +46,79 @@ class AnswerScores:
     question_shortened: bool = False  # no posts left and still too long: the question's end was cut
 
 
-class Scorer(Protocol):
+@dataclass(frozen=True)
+class ScoringPlan:
+    """One run's work over `items`: the batches (indices into `items`) and, per item, what the scorer encoded
+    for it (`encodings`, empty when a scorer prepares nothing). `notices` and `stats` describe the whole plan
+    (identical on every process of a multi-process run). `counters` is the one part that changes: what
+    scoring this plan's batches counted in this process (forward tokens, generated tokens ...); it never
+    feeds back into a score."""
+
+    items: tuple[EvalItem, ...]
+    batches: tuple[tuple[int, ...], ...]
+    encodings: tuple[Any, ...] = ()
+    notices: tuple[str, ...] = ()
+    stats: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    counters: Counter = field(default_factory=Counter, compare=False)
+
+    @classmethod
+    def of(
+        cls,
+        items: Sequence[EvalItem],
+        batches: Sequence[Sequence[int]],
+        encodings: Sequence[Any] = (),
+        notices: Sequence[str] = (),
+        stats: Mapping[str, Any] | None = None,
+    ) -> ScoringPlan:
+        """A plan from plain lists (copied into tuples and a read-only mapping)."""
+        return cls(
+            tuple(items),
+            tuple(tuple(batch) for batch in batches),
+            tuple(encodings),
+            tuple(notices),
+            MappingProxyType(dict(stats or {})),
+        )
+
+
+class Scorer(ABC):
+    """What the engine, the Space, Best-of-N and RL rewards call; see the module docstring."""
+
     name: str  # model id, local path or baseline name
     model_type: str  # "baseline" | "classifier" | "judge-pairwise" | "judge-score"
-    revision: str | None
+    revision: str | None = None
+    device: Any = "cpu"  # where the model runs (str or torch.device)
 
+    @abstractmethod
     def protocol(self) -> dict[str, Any]:
         """Settings that define the run (recorded in results.json `protocol`)."""
 
-    def plan(self, items: list[EvalItem]) -> list[list[int]]:
-        """Deterministic batches of indices into `items`."""
+    @abstractmethod
+    def plan(self, items: Sequence[EvalItem]) -> ScoringPlan:
+        """Deterministic batches of indices into `items`, with everything scoring them needs."""
 
-    def score(self, items: list[EvalItem], batch: list[int]) -> list[ScoreRecord]:
-        """One record per index of `batch`, in that order."""
+    @abstractmethod
+    def score(self, plan: ScoringPlan, batch: Sequence[int]) -> list[ScoreRecord]:
+        """One record per index of `batch` (a batch of `plan`), in that order."""
 
+    @abstractmethod
     def score_answers(self, groups: Sequence[AnswerGroup]) -> list[AnswerScores]:
         """Pointwise scores of every group's answers (Best-of-N, RL rewards); one result per group, in order.
 
         The same prompt builder, fitting (over all answers of the group) and score rule as `score`: the group
         (chosen, rejected) of an item scores exactly what `score` gives that pair. Scorers that only compare
         two answers (a pairwise judge) raise `UserError`."""
+
+    def notices(self, plan: ScoringPlan) -> list[str]:
+        """Lines to show the user about this plan (e.g. pairs the shared prefix cannot serve)."""
+        return list(plan.notices)
+
+    def runtime_stats(self, plan: ScoringPlan) -> dict[str, Any]:
+        """results.json `runtime` figures of this plan (and of what scoring it counted)."""
+        return {**plan.stats, **plan.counters}
+
+    def summarize(self, records: list[ScoreRecord]) -> dict[str, Any]:
+        """results.json figures beyond the metric's defaults, from all records of a run."""
+        return {}
 
 
 def fixed_batches(count: int, size: int) -> list[list[int]]:

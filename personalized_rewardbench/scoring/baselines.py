@@ -4,25 +4,37 @@
 - ``baseline:random``: score = `random.Random(f"{seed}:{item id}:{chosen|rejected}").random()`;
 - ``baseline:embedding``: cosine between the MiniLM embedding of the answer and the normalised mean of
   the embeddings of the question and the item's top-k profile posts.
+
+`score_answers` scores any number of answers with the same rules (the random baseline seeds by position:
+the first two answers draw what chosen and rejected draw).
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from personalized_rewardbench.data.eval_items import EvalItem
 from personalized_rewardbench.errors import UserError
-from personalized_rewardbench.scoring.base import ScoreRecord, fixed_batches
+from personalized_rewardbench.scoring.base import (
+    AnswerGroup,
+    AnswerScores,
+    Scorer,
+    ScoreRecord,
+    ScoringPlan,
+    fixed_batches,
+)
 
 BASELINES = ("baseline:length", "baseline:random", "baseline:embedding")
 
 
-class _Baseline:
+class _Baseline(Scorer):
     model_type = "baseline"
     revision: str | None = None
+    device = "cpu"
     batch_size = 32
 
     def __init__(self, name: str):
@@ -31,16 +43,34 @@ class _Baseline:
     def protocol(self) -> dict[str, Any]:
         return {"score_rule": self.name.removeprefix("baseline:")}
 
-    def plan(self, items: list[EvalItem]) -> list[list[int]]:
-        return fixed_batches(len(items), self.batch_size)
+    def plan(self, items: Sequence[EvalItem]) -> ScoringPlan:
+        return ScoringPlan.of(items, fixed_batches(len(items), self.batch_size))
 
-    def _record(self, chosen: float, rejected: float) -> ScoreRecord:
-        return {"chosen_score": float(chosen), "rejected_score": float(rejected), "truncated": False}
+    def answer_scores(self, item: EvalItem, answers: Sequence[str]) -> list[float]:
+        """One score per answer of `item`'s prompt (a pair: chosen, rejected)."""
+        raise NotImplementedError
+
+    def score(self, plan: ScoringPlan, batch: Sequence[int]) -> list[ScoreRecord]:
+        records = []
+        for i in batch:
+            item = plan.items[i]
+            chosen, rejected = self.answer_scores(item, (item.chosen, item.rejected))
+            records.append({"chosen_score": chosen, "rejected_score": rejected, "truncated": False})
+        return records
+
+    def score_answers(self, groups: Sequence[AnswerGroup]) -> list[AnswerScores]:
+        return [AnswerScores(tuple(self.answer_scores(group.item, group.answers))) for group in groups]
 
 
 class LengthBaseline(_Baseline):
-    def score(self, items: list[EvalItem], batch: list[int]) -> list[ScoreRecord]:
-        return [self._record(len(items[i].chosen), len(items[i].rejected)) for i in batch]
+    def answer_scores(self, item: EvalItem, answers: Sequence[str]) -> list[float]:
+        return [float(len(answer)) for answer in answers]
+
+
+def _position_label(position: int) -> str:
+    """The random baseline's seed label of an answer: "chosen" / "rejected" for the first two (so the group
+    (chosen, rejected) draws exactly what the pair does), then "answer-<position>"."""
+    return ("chosen", "rejected")[position] if position < 2 else f"answer-{position}"
 
 
 class RandomBaseline(_Baseline):
@@ -51,14 +81,9 @@ class RandomBaseline(_Baseline):
     def protocol(self) -> dict[str, Any]:
         return {**super().protocol(), "seed": self.seed}
 
-    def score(self, items: list[EvalItem], batch: list[int]) -> list[ScoreRecord]:
-        return [
-            self._record(
-                random.Random(f"{self.seed}:{items[i].id}:chosen").random(),
-                random.Random(f"{self.seed}:{items[i].id}:rejected").random(),
-            )
-            for i in batch
-        ]
+    def answer_scores(self, item: EvalItem, answers: Sequence[str]) -> list[float]:
+        """Seeded by the item id and the answer's position, not its text."""
+        return [random.Random(f"{self.seed}:{item.id}:{_position_label(n)}").random() for n in range(len(answers))]
 
 
 class EmbeddingBaseline(_Baseline):
@@ -69,15 +94,13 @@ class EmbeddingBaseline(_Baseline):
         self.encoder = minilm_encoder()
         self.revision = f"all-MiniLM-L6-v2@{minilm_path().parent.name}"
 
-    def score(self, items: list[EvalItem], batch: list[int]) -> list[ScoreRecord]:
-        records = []
-        for i in batch:
-            item = items[i]
-            context = [item.question, *(post.text for post in item.posts)]
-            vectors = self.encoder.encode([item.chosen, item.rejected, *context])
-            target = torch.nn.functional.normalize(vectors[2:].mean(0), dim=-1)
-            records.append(self._record(vectors[0] @ target, vectors[1] @ target))
-        return records
+    def answer_scores(self, item: EvalItem, answers: Sequence[str]) -> list[float]:
+        if not answers:
+            return []
+        context = [item.question, *(post.text for post in item.posts)]
+        vectors = self.encoder.encode([*answers, *context])
+        target = torch.nn.functional.normalize(vectors[len(answers) :].mean(0), dim=-1)
+        return [float(vector @ target) for vector in vectors[: len(answers)]]
 
 
 def make_baseline(name: str, seed: int = 42) -> _Baseline:

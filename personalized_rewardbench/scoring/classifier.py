@@ -11,12 +11,13 @@ answer is never cut: an answer that does not fit on its own is a `UserError` nam
 
 Batches hold pairs sorted by length under a token budget (`batch_tokens`). For decoder-only models
 the pair's shared prefix (the chat up to the answer) runs once and both answers are scored from its
-KV cache (`prefix_scoring`); pairs or models where that is not exact are scored in full, and
-`runtime_stats()` says how many.
+KV cache (`shared_prefix`, the mechanism judges use too); pairs or models where that is not exact are scored
+in full, and the plan's runtime figures say how many.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -24,7 +25,14 @@ import torch
 
 from personalized_rewardbench.data.eval_items import EvalItem
 from personalized_rewardbench.errors import UserError
-from personalized_rewardbench.scoring.base import ScoreRecord, token_budget_batches
+from personalized_rewardbench.scoring.base import (
+    AnswerGroup,
+    AnswerScores,
+    Scorer,
+    ScoreRecord,
+    ScoringPlan,
+    token_budget_batches,
+)
 from personalized_rewardbench.scoring.devices import auto_batch_tokens, dtype_name
 from personalized_rewardbench.scoring.model_loading import (
     attention_implementation,
@@ -37,42 +45,52 @@ from personalized_rewardbench.scoring.prompts import reward_chat, user_message
 from personalized_rewardbench.scoring.protocols import UpstreamInputs, use_eos_as_pad
 from personalized_rewardbench.scoring.registry import ModelSpec
 from personalized_rewardbench.scoring.shared_prefix import (
+    DISABLED,
     PairLayout,
-    pair_layout,
+    agree,
+    check_failed_note,
+    group_layout,
+    pooled_logits,
     shared_prefix_batches,
     shared_prefix_cost,
-    shared_prefix_logits,
     shared_prefix_support,
 )
 
-#: Shared-prefix scores may differ from full scores by float rounding only; the check before scoring allows this much.
-_CHECK_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-8}
-_CHECK_TOLERANCE_HALF = 5e-2
 #: Marks a question shortened to fit the max length (its start is kept).
 ELLIPSIS = "…"
 
 
 @dataclass(frozen=True)
-class FittedPair:
-    """A pair as it is scored: `item` with the posts and question that fit, and both inputs' token ids."""
+class FittedGroup:
+    """A prompt's answers as they are scored: `item` with the posts and question that fit, and each answer's
+    full input token ids (a pair: chosen, rejected)."""
 
     item: EvalItem
-    chosen: list[int]
-    rejected: list[int]
+    inputs: tuple[list[int], ...]
     truncated: bool  # profile posts were dropped
     question_shortened: bool = False  # no posts left and still too long: the question's end was cut
 
 
 @dataclass(frozen=True)
-class EncodedPair:
-    chosen: list[int]
-    rejected: list[int]
+class EncodedGroup:
+    """A fitted group and how it is scored: `layout.prefix` > 0 tokens shared by all its answers, or 0 (full)."""
+
+    inputs: tuple[list[int], ...]
     truncated: bool
-    layout: PairLayout  # layout.prefix > 0: scored from a shared prefix of that many tokens
+    layout: PairLayout
     question_shortened: bool = False
 
+    @property
+    def longest(self) -> int:
+        return max(map(len, self.inputs))
 
-class ClassifierScorer:
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(shared prefix, longest suffix, answers): what a shared-prefix batch pays for this group."""
+        return self.layout.prefix, self.longest - self.layout.prefix, len(self.inputs)
+
+
+class ClassifierScorer(Scorer):
     """Pointwise reward-model scorer; batches are token-budget groups of pairs sorted by length."""
 
     model_type = "classifier"
@@ -108,18 +126,10 @@ class ClassifierScorer:
         self.model_limit: int | None = getattr(self.model.config, "max_position_embeddings", None)
         self.max_length = min(spec.max_length, self.model_limit or spec.max_length)
         self.upstream = UpstreamInputs.for_model(model, self.tokenizer, self.max_length) if upstream else None
-        if shared_prefix:
-            self.shared_prefix, self.shared_prefix_note, self._max_shared_length = shared_prefix_support(self.model)
-        else:
-            self.shared_prefix, self.shared_prefix_note, self._max_shared_length = (
-                False,
-                "disabled by --no-shared-prefix",
-                None,
-            )
-        self._encoded: dict[int, EncodedPair] = {}
-        self._checked = False  # the shared-prefix check before the first batch has run (see `_self_check`)
-        self._stats: dict[str, Any] = {}
-        self.notices: list[str] = []
+        support = shared_prefix_support(self.model)
+        self.shared_prefix = shared_prefix and support.supported
+        self.shared_prefix_note = support.reason if shared_prefix else DISABLED
+        self._checked = False  # the model's shared-prefix check has run (see `_self_check`); model state, not run state
 
     def protocol(self) -> dict[str, Any]:
         if self.upstream:
@@ -141,10 +151,6 @@ class ClassifierScorer:
             "attn_implementation": attention_implementation(self.model),
             "added_pad_token": self.added_pad,
         }
-
-    def runtime_stats(self) -> dict[str, Any]:
-        """Figures of the whole batch plan (identical on every process of a multi-process run)."""
-        return {"batch_tokens": self.batch_tokens, **self._stats}
 
     # -- encoding ---------------------------------------------------------------------------------
     def encode_answer(self, item: EvalItem, answer: str) -> list[int]:
@@ -170,25 +176,27 @@ class ClassifierScorer:
             return list(encoded["input_ids"])
         return list(self.tokenizer(user_message(item, self.template), truncation=False)["input_ids"])
 
-    def fit(self, item: EvalItem) -> FittedPair:
-        """Both inputs within `max_length`: drop the lowest-ranked posts, then shorten the question; never cut the answer.
+    def fit(self, item: EvalItem, answers: Sequence[str] | None = None) -> FittedGroup:
+        """Every answer's input within `max_length` (default answers: chosen, rejected): drop the lowest-ranked
+        posts, then shorten the question; never cut an answer.
 
         `--protocol upstream` keeps every post and cuts at `max_length` as the reference does (`truncated`: cut)."""
+        answers = (item.chosen, item.rejected) if answers is None else tuple(answers)
         if self.upstream:
-            return FittedPair(item, *self.upstream.encode_pair(item))
-        encode = lambda candidate: (
-            self.encode_answer(candidate, item.chosen),
-            self.encode_answer(candidate, item.rejected),
-        )  # noqa: E731
+            return FittedGroup(item, *self.upstream.encode_answers(item, answers))
+
+        def encode(candidate: EvalItem) -> tuple[list[int], ...]:
+            return tuple(self.encode_answer(candidate, answer) for answer in answers)
+
         for keep in range(len(item.posts), -1, -1):
             trimmed = item.with_posts(keep)
-            chosen, rejected = encode(trimmed)
-            if max(len(chosen), len(rejected)) <= self.max_length:
-                return FittedPair(trimmed, chosen, rejected, truncated=keep < len(item.posts))
+            inputs = encode(trimmed)
+            if max(map(len, inputs)) <= self.max_length:
+                return FittedGroup(trimmed, inputs, truncated=keep < len(item.posts))
         return self._shorten_question(trimmed, encode, truncated=bool(item.posts))
 
-    def _shorten_question(self, item: EvalItem, encode, truncated: bool) -> FittedPair:
-        """The longest start of the question (cut at a token end, marked `…`) with which both inputs fit."""
+    def _shorten_question(self, item: EvalItem, encode, truncated: bool) -> FittedGroup:
+        """The longest start of the question (cut at a token end, marked `…`) with which every input fits."""
         question = item.question
 
         def shortened(cut: int) -> EvalItem:
@@ -209,7 +217,7 @@ class ClassifierScorer:
             else:
                 high = middle
         final = shortened(cuts[low] if low >= 0 else 0)
-        return FittedPair(final, best[0], best[1], truncated=truncated, question_shortened=True)
+        return FittedGroup(final, best, truncated=truncated, question_shortened=True)
 
     def _cut_points(self, question: str) -> list[int]:
         """Character offsets where a token of the question ends (every character for slow tokenizers)."""
@@ -219,84 +227,76 @@ class ClassifierScorer:
         except (NotImplementedError, TypeError, ValueError, KeyError):
             return list(range(1, len(question)))
 
-    def _answer_too_long(self, item: EvalItem, ids: tuple[list[int], list[int]]) -> None:
-        which = "chosen" if len(ids[0]) > self.max_length else "rejected"
-        length = len(ids[0] if which == "chosen" else ids[1])
+    def _answer_too_long(self, item: EvalItem, ids: tuple[list[int], ...]) -> None:
+        index = next(n for n, answer in enumerate(ids) if len(answer) > self.max_length)
+        which = f"the {('chosen', 'rejected')[index]} answer" if len(ids) == 2 else f"answer {index + 1} of {len(ids)}"
+        length = len(ids[index])
         if self.model_limit is not None and self.max_length < self.model_limit and length <= self.model_limit:
             advice = f"pass a larger --max-length (this model takes up to {self.model_limit} tokens)"
         else:
             limit = f"{self.model_limit} positions" if self.model_limit else f"max length {self.max_length}"
             advice = f"use a model with a longer context (this one takes {limit})"
         raise UserError(
-            f"item {item.id}: the {which} answer alone takes {length} tokens with the chat scaffolding "
+            f"item {item.id}: {which} alone takes {length} tokens with the chat scaffolding "
             f"(no posts, the question cut to '{ELLIPSIS}'), over the max length of {self.max_length} tokens; "
             f"answers are never cut: {advice}"
         )
 
-    def encode_pair(self, item: EvalItem) -> tuple[list[int], list[int], bool]:
-        """(chosen ids, rejected ids, posts dropped) within `max_length` (see `fit`)."""
-        fitted = self.fit(item)
-        return fitted.chosen, fitted.rejected, fitted.truncated
-
-    def _encode(self, item: EvalItem) -> EncodedPair:
-        fitted = self.fit(item)
-        chosen, rejected = fitted.chosen, fitted.rejected
+    def _encode(self, item: EvalItem, answers: Sequence[str] | None = None) -> EncodedGroup:
+        fitted = self.fit(item, answers)
         layout = PairLayout(0, self.shared_prefix_note)
         if self.shared_prefix:
             try:
                 prompt = self.encode_prompt(fitted.item)  # the scored item: posts dropped, question shortened
             except Exception:  # noqa: BLE001 - a template that cannot render the prompt alone: score in full
                 prompt = []
-            layout = pair_layout(prompt, chosen, rejected, self.tokenizer.pad_token_id)
-            if (
-                layout.prefix
-                and self._max_shared_length is not None
-                and max(len(chosen), len(rejected)) > self._max_shared_length
-            ):
-                layout = PairLayout(0, "input longer than the model's sliding attention window")
-        return EncodedPair(chosen, rejected, fitted.truncated, layout, fitted.question_shortened)
+            layout = group_layout(prompt, fitted.inputs, self.tokenizer.pad_token_id)
+        return EncodedGroup(fitted.inputs, fitted.truncated, layout, fitted.question_shortened)
 
-    # -- planning ---------------------------------------------------------------------------------
-    def plan(self, items: list[EvalItem]) -> list[list[int]]:
-        """Shared-prefix batches, then full-scoring batches; each within `batch_tokens` (a lone over-long pair excepted)."""
-        self._encoded = {i: self._encode(item) for i, item in enumerate(items)}
-        shared = [i for i in range(len(items)) if self._encoded[i].layout.prefix]
-        if shared and not self._checked and not self._self_check(self._encoded[shared[0]]):
-            self._encoded = {
-                i: replace(p, layout=PairLayout(0, self.shared_prefix_note)) for i, p in self._encoded.items()
-            }
-            shared = []
-        full = [i for i in range(len(items)) if not self._encoded[i].layout.prefix]
-        shapes = [self._shape(self._encoded[i]) for i in shared]
-        batches = [
-            [shared[j] for j in batch]
-            for batch in shared_prefix_batches(shapes, self.batch_tokens, max_length=self._max_shared_length)
-        ]
-        lengths = [2 * max(len(self._encoded[i].chosen), len(self._encoded[i].rejected)) for i in full]
+    def _verified(self, encoded: Sequence[EncodedGroup]) -> list[EncodedGroup]:
+        """`encoded` as it may be scored: every layout full (with the reason) when the model's check fails."""
+        shared = [group for group in encoded if group.layout.prefix]
+        if shared and not self._checked and not self._self_check(shared[0]):
+            return [replace(group, layout=PairLayout(0, self.shared_prefix_note)) for group in encoded]
+        return list(encoded)
+
+    def _batches(self, encoded: Sequence[EncodedGroup]) -> list[list[int]]:
+        """Shared-prefix batches, then full-scoring batches, each within `batch_tokens` (a lone big group excepted)."""
+        shared = [i for i, group in enumerate(encoded) if group.layout.prefix]
+        full = [i for i, group in enumerate(encoded) if not group.layout.prefix]
+        shapes = [encoded[i].shape for i in shared]
+        batches = [[shared[j] for j in batch] for batch in shared_prefix_batches(shapes, self.batch_tokens)]
+        lengths = [len(encoded[i].inputs) * encoded[i].longest for i in full]
         batches += [[full[j] for j in batch] for batch in token_budget_batches(lengths, self.batch_tokens)]
-        self._record_plan(items, batches, len(shared))
         return batches
 
-    @staticmethod
-    def _shape(pair: EncodedPair) -> tuple[int, int]:
-        prefix = pair.layout.prefix
-        return prefix, max(len(pair.chosen), len(pair.rejected)) - prefix
+    # -- planning ---------------------------------------------------------------------------------
+    def plan(self, items: Sequence[EvalItem]) -> ScoringPlan:
+        """Shared-prefix batches, then full-scoring batches, each within `batch_tokens` (a lone over-long pair
+        excepted); the plan carries every pair's encoding and the plan's figures (identical on every process)."""
+        encoded = self._verified([self._encode(item) for item in items])
+        batches = self._batches(encoded)
+        stats, notices = self._plan_figures(encoded, batches)
+        return ScoringPlan.of(items, batches, encoded, notices, stats)
 
-    def _record_plan(self, items: list[EvalItem], batches: list[list[int]], shared: int) -> None:
+    def _plan_figures(
+        self, encoded: Sequence[EncodedGroup], batches: Sequence[Sequence[int]]
+    ) -> tuple[dict[str, Any], list[str]]:
+        """results.json runtime figures (padding, sharing) and the notices of a plan."""
         computed = real = 0
         for batch in batches:
-            pairs = [self._encoded[i] for i in batch]
-            real += sum(len(p.chosen) + len(p.rejected) - p.layout.prefix for p in pairs)
-            if pairs[0].layout.prefix:
-                computed += shared_prefix_cost([self._shape(p) for p in pairs])
+            groups = [encoded[i] for i in batch]
+            real += sum(sum(map(len, g.inputs)) - (len(g.inputs) - 1) * g.layout.prefix for g in groups)
+            if groups[0].layout.prefix:
+                computed += shared_prefix_cost([g.shape for g in groups])
             else:
-                computed += 2 * len(pairs) * max(max(len(p.chosen), len(p.rejected)) for p in pairs)
-        fallbacks = len(items) - shared
-        reasons = sorted(
-            {self._encoded[i].layout.reason for i in range(len(items)) if not self._encoded[i].layout.prefix}
-        )
+                computed += sum(len(g.inputs) for g in groups) * max(g.longest for g in groups)
+        shared = sum(1 for group in encoded if group.layout.prefix)
+        fallbacks = len(encoded) - shared
+        reasons = sorted({group.layout.reason for group in encoded if not group.layout.prefix})
         mode: bool | str = True if shared and not fallbacks else ("partial" if shared else False)
-        self._stats = {
+        stats: dict[str, Any] = {
+            "batch_tokens": self.batch_tokens,
             "padding_fraction": round(1 - real / computed, 4) if computed else 0.0,
             "batches": len(batches),
             "tokens_computed": computed,
@@ -305,33 +305,28 @@ class ClassifierScorer:
             "shared_prefix_fallbacks": fallbacks,
         }
         if reasons:
-            self._stats["shared_prefix_note"] = "; ".join(reasons)
-        self.notices = []
-        if mode == "partial" or (
-            mode is False and items and self.shared_prefix_note != "disabled by --no-shared-prefix"
-        ):
-            self.notices.append(
-                f"shared prefix: {mode if mode else 'off'} -- {fallbacks} of {len(items)} pairs scored in full ({'; '.join(reasons)})"
+            stats["shared_prefix_note"] = "; ".join(reasons)
+        notices = []
+        if mode == "partial" or (mode is False and encoded and self.shared_prefix_note != DISABLED):
+            notices.append(
+                f"shared prefix: {mode if mode else 'off'} -- {fallbacks} of {len(encoded)} pairs scored in full "
+                f"({'; '.join(reasons)})"
             )
+        return stats, notices
 
-    def _self_check(self, pair: EncodedPair) -> bool:
-        """Once per model: a short slice of a real pair scored both ways must agree, else share nothing."""
+    def _self_check(self, group: EncodedGroup) -> bool:
+        """Once per model: a short slice of a real group scored both ways must agree, else share nothing."""
         self._checked = True
-        prefix = pair.layout.prefix
-        chosen, rejected = pair.chosen[prefix:][-24:], pair.rejected[prefix:][-24:]
+        prefix = group.layout.prefix
+        suffixes = [ids[prefix:][-24:] for ids in group.inputs[:2]]
         sizes = sorted({min(prefix, 48), max(1, min(prefix, 48) // 2)})
-        triples = [(pair.chosen[:size], chosen, rejected) for size in sizes]
-        shared = self._scores(shared_prefix_logits(self.model, triples, self.tokenizer.pad_token_id, self.device))
-        full = self._scores(self._full_logits([p + s for p, c, r in triples for s in (c, r)]))
-        tolerance = _CHECK_TOLERANCE.get(self.dtype, _CHECK_TOLERANCE_HALF)
-        worst = float((shared - full).abs().max())
-        if worst <= tolerance * max(1.0, float(full.abs().max())):
-            return True
-        self.shared_prefix = False
-        self.shared_prefix_note = (
-            f"shared-prefix scores differed from full scores by {worst:.2g} in the check before scoring"
-        )
-        return False
+        triples = [(group.inputs[0][:size], suffixes) for size in sizes]
+        shared = self._scores(pooled_logits(self.model, triples, self.tokenizer.pad_token_id, self.device))
+        full = self._scores(self._full_logits([p + s for p, ends in triples for s in ends]))
+        ok, worst = agree(shared, full, self.dtype)
+        if not ok:
+            self.shared_prefix, self.shared_prefix_note = False, check_failed_note(worst)
+        return ok
 
     # -- scoring ----------------------------------------------------------------------------------
     def _scores(self, logits: torch.Tensor) -> torch.Tensor:
@@ -357,29 +352,43 @@ class ClassifierScorer:
         """Scores for token-id sequences, right-padded into one batch (full scoring)."""
         return self._scores(self._full_logits(sequences)).tolist()
 
-    def score(self, items: list[EvalItem], batch: list[int]) -> list[ScoreRecord]:
-        encoded = [self._encoded[i] if i in self._encoded else self._encode(items[i]) for i in batch]
-        if all(pair.layout.prefix for pair in encoded):
-            triples = [
-                (p.chosen[: p.layout.prefix], p.chosen[p.layout.prefix :], p.rejected[p.layout.prefix :])
-                for p in encoded
-            ]
-            scores = self._scores(
-                shared_prefix_logits(self.model, triples, self.tokenizer.pad_token_id, self.device)
-            ).tolist()
+    def _score_groups(self, groups: Sequence[EncodedGroup]) -> list[list[float]]:
+        """Scores of each group's inputs: one shared-prefix pass when every group shares, else full scoring."""
+        if all(group.layout.prefix for group in groups):
+            split = [(g.inputs[0][: g.layout.prefix], [ids[g.layout.prefix :] for ids in g.inputs]) for g in groups]
+            logits = pooled_logits(self.model, split, self.tokenizer.pad_token_id, self.device)
+            flat = self._scores(logits).tolist()
         else:
-            scores = self.score_sequences([ids for pair in encoded for ids in (pair.chosen, pair.rejected)])
+            flat = self.score_sequences([ids for group in groups for ids in group.inputs])
+        out, start = [], 0
+        for group in groups:
+            out.append(flat[start : start + len(group.inputs)])
+            start += len(group.inputs)
+        return out
+
+    def score(self, plan: ScoringPlan, batch: Sequence[int]) -> list[ScoreRecord]:
+        encoded = [plan.encodings[i] for i in batch]
         return [
             {
-                "chosen_score": scores[2 * n],
-                "rejected_score": scores[2 * n + 1],
-                "truncated": pair.truncated,
-                "question_shortened": pair.question_shortened,
+                "chosen_score": scores[0],
+                "rejected_score": scores[1],
+                "truncated": group.truncated,
+                "question_shortened": group.question_shortened,
             }
-            for n, pair in enumerate(encoded)
+            for scores, group in zip(self._score_groups(encoded), encoded)
         ]
 
-    @staticmethod
-    def summarize(records: list[ScoreRecord]) -> dict[str, Any]:
-        """results.json figures beyond accuracy: pairs whose question was shortened (posts dropped: `truncated_pairs`)."""
+    def score_answers(self, groups: Sequence[AnswerGroup]) -> list[AnswerScores]:
+        """Each group's answers on its prompt, fitted over all of them (`fit`); the answers of a group share the
+        prompt's forward pass (shared prefix) where the model and the tokens allow it, else they run in full."""
+        results: list[AnswerScores] = [AnswerScores(()) for _ in groups]
+        todo = [i for i, group in enumerate(groups) if group.answers]
+        encoded = self._verified([self._encode(groups[i].item, groups[i].answers) for i in todo])
+        for batch in self._batches(encoded):
+            for n, scores in zip(batch, self._score_groups([encoded[n] for n in batch])):
+                results[todo[n]] = AnswerScores(tuple(scores), encoded[n].truncated, encoded[n].question_shortened)
+        return results
+
+    def summarize(self, records: list[ScoreRecord]) -> dict[str, Any]:
+        """results.json figures beyond accuracy: pairs whose question was shortened (posts dropped: truncated_pairs)."""
         return {"shortened_questions": sum(1 for record in records if record.get("question_shortened"))}

@@ -6,15 +6,17 @@ Both backends take token ids (the prompts are built once, in `judges.py`) and of
   `token_ids` as the next token after each of its last `last` positions (one forward pass, no
   sampling): per group, per prompt, `last` rows, the final row after the whole prompt. `last` > 1
   reads a multi-token choice ("10" as "1" "0") in the same pass. A *group* is a few prompts that
-  share a long start (the two orders of a pair, the two answers of an item). The transformers backend
-  runs each group's shared start once and continues every prompt from a copy of its KV cache
-  (`DynamicCache`); the shared start is the longest common prefix of the group's token ids (so it is
-  a true prefix of each prompt by construction), capped `last` tokens short of the shortest prompt.
-  Prompts are left-padded with explicit position ids, so padding never moves a token's position.
-  Models whose cache is not a plain `DynamicCache` (recurrent / linear-attention layers) run every
-  prompt in full; `shared_prefix_note` says why, `runtime_stats()` how often and how much padding.
+  share a long start (the two orders of a pair, the answers of an item). The transformers backend
+  runs each group's shared start once through the shared-prefix mechanism the classifiers use
+  (`shared_prefix.py`: one support check, one check before the first shared batch, `verify`); the
+  shared start is the longest common prefix of the group's token ids, capped `last` tokens short of
+  the shortest prompt. Models the mechanism cannot serve run every prompt in full; `shared_prefix_note`
+  says why, the plan's runtime figures how often and how much padding.
 - ``generate(prompts, max_new_tokens)``: greedy decoding; the text after the prompt, cut at the first
   end-of-sequence token.
+
+Both count what they computed into the `counters` they are given (a plan's), so a run reports its own
+figures however many runs the backend has served.
 
 vLLM reuses shared starts itself (automatic prefix caching). It returns only the top-20 next-token
 log-probabilities: a verdict token outside them gets the 20th value (an upper bound). It reads the
@@ -24,10 +26,13 @@ log-probabilities: a verdict token outside them gets the 20th value (an upper bo
 from __future__ import annotations
 
 import importlib.util
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers import DynamicCache, GenerationConfig
+from transformers import GenerationConfig
 
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.scoring.devices import dtype_name
@@ -38,41 +43,44 @@ from personalized_rewardbench.scoring.model_loading import (
     model_revision,
 )
 from personalized_rewardbench.scoring.registry import ModelSpec
-from personalized_rewardbench.scoring.shared_prefix import common_prefix_length
+from personalized_rewardbench.scoring.shared_prefix import (
+    DISABLED,
+    agree,
+    check_failed_note,
+    last_logits,
+    pad_rows,
+    positions,
+    shared_prefix_length,
+    shared_prefix_support,
+)
 
 BACKENDS = ("transformers", "vllm")
 VLLM_TOP_LOGPROBS = 20
+#: What the transformers backend counts while scoring (per plan: `ScoringPlan.counters`).
+COUNTERS = (
+    "forward_tokens",
+    "padded_tokens",
+    "prefix_tokens_reused",
+    "generated_tokens",
+    "shared_prefix_calls",
+    "full_forward_calls",
+)
 
 
-def shared_prefix_length(sequences: list[list[int]], keep: int = 1) -> int:
-    """Length of the longest common prefix of `sequences`, at most `keep` tokens short of the shortest.
+@dataclass(frozen=True)
+class JudgeSettings:
+    """How to load and run a judge, beyond its registry entry (`prbench evaluate`'s judge options)."""
 
-    >>> shared_prefix_length([[1, 2, 3, 4], [1, 2, 5], [1, 2, 3]])
-    2
-    >>> shared_prefix_length([[7, 8], [7, 8]]), shared_prefix_length([[7, 8, 9], [7, 8, 9]], keep=2)
-    (1, 1)
-    """
-    limit = max(0, min(map(len, sequences)) - keep)
-    return min([limit, *(common_prefix_length(sequences[0], other) for other in sequences[1:])])
-
-
-def _left_pad(sequences: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(map(len, sequences))
-    ids = torch.full((len(sequences), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(sequences), width), dtype=torch.long)
-    for row, seq in enumerate(sequences):
-        if seq:
-            ids[row, width - len(seq) :] = torch.tensor(seq)
-            mask[row, width - len(seq) :] = 1
-    return ids, mask
-
-
-def _positions(mask: torch.Tensor, start: torch.Tensor | None = None) -> torch.Tensor:
-    """Position ids counting real tokens only (from `start` per row); padding gets 1, as in generate()."""
-    positions = mask.cumsum(-1) - 1
-    if start is not None:
-        positions = positions + start[:, None]
-    return positions.masked_fill(mask == 0, 1)
+    model: str
+    judge_mode: str = "logits"  # "logits" | "generate"
+    max_new_tokens: int = 512
+    batch_tokens: int | None = None  # None: auto_batch_tokens(device)
+    backend: str = "transformers"  # "transformers" | "vllm"
+    revision: str | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    seed: int = 42
+    shared_prefix: bool = True
 
 
 class TransformersBackend:
@@ -95,114 +103,97 @@ class TransformersBackend:
         self.revision = model_revision(model, self.model.config, revision)
         positions = getattr(self.model.config, "max_position_embeddings", None)
         self.max_length = min(spec.max_length, positions) if positions else spec.max_length
-        if not shared_prefix:
-            self.shared_prefix_note = "disabled by --no-shared-prefix"
-        elif not type(self.model)._supports_default_dynamic_cache() or not self._plain_cache():
-            self.shared_prefix_note = (
-                "the model's cache is not a plain DynamicCache (recurrent or linear-attention layers)"
-            )
-        else:
-            self.shared_prefix_note = ""
+        self.shared_prefix_note = shared_prefix_support(self.model).reason if shared_prefix else DISABLED
         self.shared_prefix = not self.shared_prefix_note
-        self.stats = {
-            "forward_tokens": 0,
-            "padded_tokens": 0,
-            "prefix_tokens_reused": 0,
-            "generated_tokens": 0,
-            "shared_prefix_calls": 0,
-            "full_forward_calls": 0,
-        }
-
-    def _plain_cache(self) -> bool:
-        try:
-            cache = DynamicCache(config=self.model.config)
-        except (TypeError, ValueError, AttributeError):
-            return False
-        return all(type(layer).__name__ in ("DynamicLayer", "DynamicSlidingWindowLayer") for layer in cache.layers)
+        self._checked = False  # the model's shared-prefix check has run (`verify`); model state, not run state
+        self.stats: Counter = Counter()  # over the backend's lifetime; a plan's own go to its counters
 
     def describe(self) -> dict[str, Any]:
         return {"dtype": dtype_name(self.dtype), "attn_implementation": attention_implementation(self.model)}
 
-    def runtime_stats(self) -> dict[str, Any]:
-        """Counters so far; `padding_fraction` is the share of computed positions that were padding."""
-        computed = self.stats["forward_tokens"] + self.stats["padded_tokens"]
+    def runtime_stats(self, counters: Mapping[str, int] | None = None) -> dict[str, Any]:
+        """`counters` (default: the backend's lifetime counters) with `padding_fraction`, the share of computed
+        positions that were padding, and whether prompts share their start."""
+        counts = {key: (self.stats if counters is None else counters).get(key, 0) for key in COUNTERS}
+        computed = counts["forward_tokens"] + counts["padded_tokens"]
         stats = {
-            **self.stats,
+            **counts,
             "shared_prefix": self.shared_prefix,
-            "padding_fraction": round(self.stats["padded_tokens"] / computed, 4) if computed else 0.0,
+            "padding_fraction": round(counts["padded_tokens"] / computed, 4) if computed else 0.0,
         }
         if self.shared_prefix_note:
             stats["shared_prefix_note"] = self.shared_prefix_note
         return stats
 
     # -- next-token log-probabilities ------------------------------------------------------------
+    def verify(self, group: list[list[int]], token_ids: list[int], last: int = 1) -> None:
+        """Once per model, before its first shared batch: a short slice of a real prompt group read both ways
+        must agree (`shared_prefix.agree`), else no prompt shares its start (`shared_prefix_note` says why)."""
+        if self._checked or not self.shared_prefix:
+            return
+        size = min(shared_prefix_length(group, last), 48)
+        if size < 1:
+            return  # no shared start to check here; the next plan tries again
+        self._checked = True
+        sliced = [[seq[:size] + seq[size:][-24:] for seq in group]]
+        shared = torch.tensor(self.next_token_logprobs(sliced, token_ids, shared_prefix=True, last=last))
+        full = torch.tensor(self.next_token_logprobs(sliced, token_ids, shared_prefix=False, last=last))
+        ok, worst = agree(shared.exp(), full.exp(), self.dtype)
+        if not ok:
+            self.shared_prefix, self.shared_prefix_note = False, check_failed_note(worst)
+
     @torch.inference_mode()
     def next_token_logprobs(
-        self, groups: list[list[list[int]]], token_ids: list[int], shared_prefix: bool | None = None, last: int = 1
+        self,
+        groups: list[list[list[int]]],
+        token_ids: list[int],
+        shared_prefix: bool | None = None,
+        last: int = 1,
+        counters: Counter | None = None,
     ) -> list[list[list[list[float]]]]:
         """Per group, per prompt, per last position (`last` rows, the final one after the whole
-        prompt): log P(token | prompt up to there) for each of `token_ids`."""
+        prompt): log P(token | prompt up to there) for each of `token_ids`. Groups may differ in size."""
         use_prefix = self.shared_prefix if shared_prefix is None else shared_prefix
-        size = len(groups[0])
         prefixes = [shared_prefix_length(group, last) for group in groups]
         index = torch.tensor(token_ids, dtype=torch.long, device=self.device)
-        if use_prefix and all(len(group) == size for group in groups) and min(prefixes) > 0:
-            logprobs = self._prefix_forward(groups, prefixes, last, index)
-            self.stats["shared_prefix_calls"] += 1
+        tally: Counter = Counter()
+        pad = self.tokenizer.pad_token_id
+        if use_prefix and min(prefixes) > 0:
+            split = [(group[0][:length], [seq[length:] for seq in group]) for group, length in zip(groups, prefixes)]
+            logits = last_logits(self.model, split, pad, self.device, last)
+            suffixes = [len(suffix) for _, group in split for suffix in group]
+            tally.update(
+                shared_prefix_calls=1,
+                forward_tokens=sum(prefixes) + sum(suffixes),
+                padded_tokens=len(groups) * max(prefixes)
+                - sum(prefixes)
+                + len(suffixes) * max(suffixes)
+                - sum(suffixes),
+                prefix_tokens_reused=sum((len(group) - 1) * length for group, length in zip(groups, prefixes)),
+            )
         else:
-            logprobs = self._full_forward([seq for group in groups for seq in group], last, index)
-            self.stats["full_forward_calls"] += 1
-        picked = logprobs.tolist()
+            ids, mask = pad_rows([seq for group in groups for seq in group], pad, "left")
+            logits = self._logits(ids, mask, positions(mask, "left"), last=last)
+            tally.update(full_forward_calls=1, forward_tokens=int(mask.sum()), padded_tokens=int((mask == 0).sum()))
+        self._tally(tally, counters)
+        picked = torch.log_softmax(logits, dim=-1)[..., index].cpu().tolist()
         return [picked[start : start + len(group)] for start, group in zip(_starts(groups), groups)]
 
-    def _logits(
-        self,
-        ids: torch.Tensor,
-        mask: torch.Tensor,
-        positions: torch.Tensor,
-        cache: DynamicCache | None = None,
-        last: int = 1,
-    ) -> torch.Tensor:
+    def _tally(self, tally: Counter, counters: Counter | None) -> None:
+        self.stats.update(tally)
+        if counters is not None:
+            counters.update(tally)
+
+    def _logits(self, ids: torch.Tensor, mask: torch.Tensor, position_ids: torch.Tensor, last: int = 1) -> torch.Tensor:
         """Float32 logits at the last `last` columns (every row ends there: rows are left-padded)."""
         output = self.model(
             input_ids=ids.to(self.device),
             attention_mask=mask.to(self.device),
-            position_ids=positions.to(self.device),
-            past_key_values=cache,
-            use_cache=cache is not None,
+            position_ids=position_ids.to(self.device),
+            use_cache=False,
             logits_to_keep=last,
         )
         return output.logits[:, -last:].float()
-
-    def _count(self, *masks: torch.Tensor) -> None:
-        for mask in masks:
-            real = int(mask.sum())
-            self.stats["forward_tokens"] += real
-            self.stats["padded_tokens"] += mask.numel() - real
-
-    def _full_forward(self, sequences: list[list[int]], last: int, index: torch.Tensor) -> torch.Tensor:
-        ids, mask = _left_pad(sequences, self.tokenizer.pad_token_id)
-        self._count(mask)
-        return torch.log_softmax(self._logits(ids, mask, _positions(mask), last=last), dim=-1)[..., index].cpu()
-
-    def _prefix_forward(
-        self, groups: list[list[list[int]]], prefixes: list[int], last: int, index: torch.Tensor
-    ) -> torch.Tensor:
-        size = len(groups[0])
-        prefix_ids, prefix_mask = _left_pad(
-            [group[0][:length] for group, length in zip(groups, prefixes)], self.tokenizer.pad_token_id
-        )
-        cache = DynamicCache(config=self.model.config)
-        self._logits(prefix_ids, prefix_mask, _positions(prefix_mask), cache)
-        cache.batch_repeat_interleave(size)  # one copy of each group's prefix per prompt of the group
-        suffixes = [seq[length:] for group, length in zip(groups, prefixes) for seq in group]
-        suffix_ids, suffix_mask = _left_pad(suffixes, self.tokenizer.pad_token_id)
-        starts = torch.tensor(prefixes).repeat_interleave(size)
-        mask = torch.cat([prefix_mask.repeat_interleave(size, dim=0), suffix_mask], dim=1)
-        logits = self._logits(suffix_ids, mask, _positions(suffix_mask, starts), cache, last=last)
-        self._count(prefix_mask, suffix_mask)
-        self.stats["prefix_tokens_reused"] += (size - 1) * sum(prefixes)
-        return torch.log_softmax(logits, dim=-1)[..., index].cpu()
 
     # -- generation -------------------------------------------------------------------------------
     def _stop_ids(self) -> set[int]:
@@ -211,9 +202,9 @@ class TransformersBackend:
         return (stop | {self.tokenizer.eos_token_id, self.tokenizer.pad_token_id}) - {None}
 
     @torch.inference_mode()
-    def generate(self, sequences: list[list[int]], max_new_tokens: int) -> list[str]:
+    def generate(self, sequences: list[list[int]], max_new_tokens: int, counters: Counter | None = None) -> list[str]:
         """Greedy continuations of `sequences`, cut at the first stop token."""
-        ids, mask = _left_pad(sequences, self.tokenizer.pad_token_id)
+        ids, mask = pad_rows(sequences, self.tokenizer.pad_token_id, "left")
         stop = self._stop_ids()
         settings = GenerationConfig(
             max_new_tokens=max_new_tokens,
@@ -225,12 +216,12 @@ class TransformersBackend:
         output = self.model.generate(
             input_ids=ids.to(self.device), attention_mask=mask.to(self.device), generation_config=settings
         )
-        texts = []
+        texts, tally = [], Counter(forward_tokens=int(mask.sum()), padded_tokens=int((mask == 0).sum()))
         for row in output[:, ids.shape[1] :].tolist():
             cut = next((n for n, token in enumerate(row) if token in stop), len(row))
-            self.stats["generated_tokens"] += cut
+            tally["generated_tokens"] += cut
             texts.append(self.tokenizer.decode(row[:cut], skip_special_tokens=False))
-        self._count(mask)
+        self._tally(tally, counters)
         return texts
 
 
@@ -272,14 +263,14 @@ class VllmBackend:
             enable_prefix_caching=True,
             max_model_len=self.max_length,
         )
-        self.stats = {"generated_tokens": 0}
+        self.stats: Counter = Counter()
         self.shared_prefix_note = ""  # vLLM's automatic prefix caching reuses shared starts itself
 
     def describe(self) -> dict[str, Any]:
         return {"dtype": str(self.llm.llm_engine.model_config.dtype).removeprefix("torch.")}
 
-    def runtime_stats(self) -> dict[str, Any]:
-        return dict(self.stats)
+    def runtime_stats(self, counters: Mapping[str, int] | None = None) -> dict[str, Any]:
+        return {"generated_tokens": (self.stats if counters is None else counters).get("generated_tokens", 0)}
 
     def _run(self, sequences: list[list[int]], params) -> list:
         from vllm.inputs import TokensPrompt
@@ -287,7 +278,12 @@ class VllmBackend:
         return self.llm.generate([TokensPrompt(prompt_token_ids=seq) for seq in sequences], params, use_tqdm=False)
 
     def next_token_logprobs(
-        self, groups: list[list[list[int]]], token_ids: list[int], shared_prefix: bool | None = None, last: int = 1
+        self,
+        groups: list[list[list[int]]],
+        token_ids: list[int],
+        shared_prefix: bool | None = None,
+        last: int = 1,
+        counters: Counter | None = None,
     ) -> list[list[list[list[float]]]]:
         from vllm import SamplingParams
 
@@ -301,11 +297,14 @@ class VllmBackend:
         per_prompt = [rows[n : n + last] for n in range(0, len(rows), last)]
         return [per_prompt[start : start + len(group)] for start, group in zip(_starts(groups), groups)]
 
-    def generate(self, sequences: list[list[int]], max_new_tokens: int) -> list[str]:
+    def generate(self, sequences: list[list[int]], max_new_tokens: int, counters: Counter | None = None) -> list[str]:
         from vllm import SamplingParams
 
         outputs = self._run(sequences, SamplingParams(max_tokens=max_new_tokens, temperature=0.0))
-        self.stats["generated_tokens"] += sum(len(output.outputs[0].token_ids) for output in outputs)
+        generated = Counter(generated_tokens=sum(len(output.outputs[0].token_ids) for output in outputs))
+        self.stats.update(generated)
+        if counters is not None:
+            counters.update(generated)
         return [output.outputs[0].text for output in outputs]
 
 
@@ -319,17 +318,17 @@ def check_vllm() -> None:
         raise UserError("--backend vllm needs a CUDA GPU and none is visible; use --backend transformers")
 
 
-def make_backend(config, spec: ModelSpec):
-    """The backend `config.backend` names (`config` is a RunConfig)."""
-    if config.backend == "vllm":
-        return VllmBackend(config.model, spec, revision=config.revision, dtype=config.dtype, seed=config.seed)
-    if config.backend != "transformers":
-        raise UserError(f"unknown --backend {config.backend!r}: choose one of {', '.join(BACKENDS)}")
+def make_backend(settings: JudgeSettings, spec: ModelSpec):
+    """The backend `settings.backend` names."""
+    if settings.backend == "vllm":
+        return VllmBackend(settings.model, spec, revision=settings.revision, dtype=settings.dtype, seed=settings.seed)
+    if settings.backend != "transformers":
+        raise UserError(f"unknown --backend {settings.backend!r}: choose one of {', '.join(BACKENDS)}")
     return TransformersBackend(
-        config.model,
+        settings.model,
         spec,
-        revision=config.revision,
-        device=config.device,
-        dtype=config.dtype,
-        shared_prefix=config.shared_prefix,
+        revision=settings.revision,
+        device=settings.device,
+        dtype=settings.dtype,
+        shared_prefix=settings.shared_prefix,
     )

@@ -43,14 +43,23 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from personalized_rewardbench.accuracy import metric_dir, pairwise_accuracy
 from personalized_rewardbench.data.eval_items import EvalItem
 from personalized_rewardbench.errors import UserError
-from personalized_rewardbench.scoring.base import ScoreRecord, token_budget_batches
-from personalized_rewardbench.scoring.judge_backends import make_backend, shared_prefix_length
+from personalized_rewardbench.scoring.base import (
+    AnswerGroup,
+    AnswerScores,
+    Scorer,
+    ScoreRecord,
+    ScoringPlan,
+    token_budget_batches,
+)
+from personalized_rewardbench.scoring.devices import auto_batch_tokens
+from personalized_rewardbench.scoring.judge_backends import JudgeSettings, make_backend, shared_prefix_length
 from personalized_rewardbench.scoring.judge_prompts import (
     LETTERS,
     PAIRWISE_PROMPT,
@@ -64,9 +73,6 @@ from personalized_rewardbench.scoring.judge_prompts import (
 from personalized_rewardbench.scoring.registry import ModelSpec
 from personalized_rewardbench.scoring.verdicts import ChoiceReader, parse_rating, parse_verdict, read_choices
 
-if TYPE_CHECKING:
-    from personalized_rewardbench.runs.config import RunConfig
-
 JUDGE_MODES = ("logits", "generate")
 TEXT_LIMIT = 2000
 NO_RATING_SCORE = -1.0  # both answers of a pair with an unparsable rating: a tie, counted wrong
@@ -79,7 +85,7 @@ def _clip(text: str) -> str:
     return text if len(text) <= TEXT_LIMIT else "…" + text[-TEXT_LIMIT:]
 
 
-class _Judge:
+class _Judge(Scorer):
     """What both judges share: two prompts per item, encoding with truncation, batching, backend calls."""
 
     model_type = ""
@@ -87,19 +93,19 @@ class _Judge:
     answer_format = ""
     choices: tuple[str, ...] = ()
 
-    def __init__(self, config: RunConfig, spec: ModelSpec, backend):
-        self.name = config.model
-        self.mode = config.judge_mode
-        self.max_new_tokens = config.max_new_tokens
-        self.batch_tokens = config.batch_tokens
+    def __init__(self, settings: JudgeSettings, spec: ModelSpec, backend):
+        self.name = settings.model
+        self.mode = settings.judge_mode
+        self.max_new_tokens = settings.max_new_tokens
         self.backend = backend
         self.tokenizer = backend.tokenizer
         self.revision = backend.revision
         self.device = backend.device
+        self.batch_tokens = (
+            settings.batch_tokens if settings.batch_tokens is not None else auto_batch_tokens(self.device)
+        )
         self.template_kwargs = dict(spec.logits_template_kwargs) if self.mode == "logits" else {}
         self.merge_system = not self._accepts_system_role()
-        self.notices: list[str] = []
-        self._plan_stats: dict[str, Any] = {}
         self._reader_notice = ""
         self.reader: ChoiceReader | None = None
         if self.mode == "logits":
@@ -112,9 +118,9 @@ class _Judge:
                     f"{self.answer_format.format('X')!r} was tokenized on its own to find the forced prefix"
                 )
         self._check_room()
-        self._encoded: dict[int, tuple[list[list[int]], bool]] = {}
 
-    def chats(self, item: EvalItem) -> list[list[dict[str, str]]]:
+    def chats(self, item: EvalItem, answers: Sequence[str] | None = None) -> list[list[dict[str, str]]]:
+        """The item's prompts (for a rating judge: one per answer of `answers`, default chosen and rejected)."""
         raise NotImplementedError
 
     def protocol(self) -> dict[str, Any]:
@@ -135,8 +141,9 @@ class _Judge:
             protocol["max_new_tokens"] = self.max_new_tokens
         return protocol
 
-    def runtime_stats(self) -> dict[str, Any]:
-        stats = {"batch_tokens": self.batch_tokens, **self.backend.runtime_stats(), **self._plan_stats}
+    def runtime_stats(self, plan: ScoringPlan) -> dict[str, Any]:
+        """The plan's figures and what the backend counted while scoring it."""
+        stats = {"batch_tokens": self.batch_tokens, **self.backend.runtime_stats(plan.counters), **plan.stats}
         if self.mode == "generate":  # generation runs every prompt in full
             stats.update(shared_prefix=False, shared_prefix_note="not used in generate mode")
         return stats
@@ -175,11 +182,11 @@ class _Judge:
         ids = list(encoded["input_ids"])
         return ids + list(self.reader.prefix) if self.reader is not None else ids
 
-    def encode_item(self, item: EvalItem) -> tuple[list[list[int]], bool]:
+    def encode_item(self, item: EvalItem, answers: Sequence[str] | None = None) -> tuple[list[list[int]], bool]:
         """(the item's prompts, truncated): drops the lowest-ranked posts until every prompt fits."""
         room = self.backend.max_length - (self.max_new_tokens if self.mode == "generate" else self._reader_depth() - 1)
         for keep in range(len(item.posts), -1, -1):
-            prompts = [self.encode(chat) for chat in self.chats(item.with_posts(keep))]
+            prompts = [self.encode(chat) for chat in self.chats(item.with_posts(keep), answers)]
             longest = max(map(len, prompts))
             if longest <= room or keep == 0:
                 return prompts, keep < len(item.posts) or longest > room
@@ -188,47 +195,56 @@ class _Judge:
     def _reader_depth(self) -> int:
         return self.reader.depth if self.reader is not None else 1
 
-    def plan(self, items: list[EvalItem]) -> list[list[int]]:
-        self._encoded = {i: self.encode_item(item) for i, item in enumerate(items)}
+    def _batches(self, prompts: Sequence[list[list[int]]]) -> list[list[int]]:
+        """Token-budget batches of prompt groups (each prompt with its reserved tokens and reader chains)."""
         reserve = self.max_new_tokens if self.mode == "generate" else self._reader_depth() - 1
         copies = len(self.reader.chains) if self.reader is not None else 1
-        lengths = [
-            copies * len(p) * (max(map(len, p)) + reserve) for p, _ in (self._encoded[i] for i in range(len(items)))
-        ]
-        self._record_sharing(items)
+        lengths = [copies * len(group) * (max(map(len, group)) + reserve) for group in prompts]
         return token_budget_batches(lengths, self.batch_tokens)
 
-    def _record_sharing(self, items: list[EvalItem]) -> None:
-        """Say (notices, runtime) when logits mode cannot share the prompts' common start."""
-        self.notices = [self._reader_notice] if self._reader_notice else []
-        if (
-            self.mode != "logits" or not items or not hasattr(self.backend, "shared_prefix")
-        ):  # vLLM caches prefixes itself
-            return
-        note = getattr(self.backend, "shared_prefix_note", "")
+    def plan(self, items: Sequence[EvalItem]) -> ScoringPlan:
+        encoded = [self.encode_item(item) for item in items]
+        stats, notices = self._sharing([prompts for prompts, _ in encoded])
+        return ScoringPlan.of(items, self._batches([prompts for prompts, _ in encoded]), encoded, notices, stats)
+
+    def score_answers(self, groups: Sequence[AnswerGroup]) -> list[AnswerScores]:
+        raise UserError(
+            f"{self.name!r} as a {self.model_type} judge compares two answers and gives no score per answer; "
+            "use it as a judge-score judge (a 0-10 rating per answer) or a classifier reward model"
+        )
+
+    def _sharing(self, prompts: Sequence[list[list[int]]]) -> tuple[dict[str, Any], list[str]]:
+        """(runtime figures, notices) of a plan: say when logits mode cannot share the prompts' common start."""
+        notices = [self._reader_notice] if self._reader_notice else []
+        if self.mode != "logits" or not prompts or not hasattr(self.backend, "shared_prefix"):  # vLLM: its own cache
+            return {}, notices
+        self._verify(prompts)
+        note = self.backend.shared_prefix_note
         if note:
             if note != "disabled by --no-shared-prefix":
-                self.notices.append(f"shared prefix: off -- {note}: every judge prompt of {self.name} runs in full")
-            return
-        unshared = sum(
-            1 for i in range(len(items)) if shared_prefix_length(self._encoded[i][0], self._reader_depth()) == 0
-        )
-        self._plan_stats = {"shared_prefix_fallbacks": unshared}
+                notices.append(f"shared prefix: off -- {note}: every judge prompt of {self.name} runs in full")
+            return {}, notices
+        unshared = sum(1 for group in prompts if shared_prefix_length(group, self._reader_depth()) == 0)
         if unshared:
-            self.notices.append(
-                f"shared prefix: partial -- {unshared} of {len(items)} items' prompts share no start; their batches run in full"
+            notices.append(
+                f"shared prefix: partial -- {unshared} of {len(prompts)} items' prompts share no start; "
+                "their batches run in full"
             )
+        return {"shared_prefix_fallbacks": unshared}, notices
 
-    def _prompts(self, items: list[EvalItem], batch: list[int]) -> list[tuple[list[list[int]], bool]]:
-        return [self._encoded[i] if i in self._encoded else self.encode_item(items[i]) for i in batch]
+    def _verify(self, prompts: Sequence[list[list[int]]]) -> None:
+        """The shared-prefix check before the model's first shared batch (logits mode, transformers backend)."""
+        if self.reader is not None and prompts and hasattr(self.backend, "verify"):
+            first = [prompt + list(self.reader.chains[0]) for prompt in prompts[0]]
+            self.backend.verify(first, self.reader.tokens, self.reader.depth)
 
-    def _choice_logprobs(self, groups: list[list[list[int]]]) -> list[list[dict[str, float]]]:
+    def _choice_logprobs(self, groups: list[list[list[int]]], counters=None) -> list[list[dict[str, float]]]:
         """Per group, per prompt: log P(choice) of each choice the reader has, read after the prompt
         (each prompt extended by the reader's chains: one forward pass for multi-token choices)."""
         reader = self.reader
         chains = reader.chains
         extended = [[prompt + list(chain) for prompt in group for chain in chains] for group in groups]
-        rows = self.backend.next_token_logprobs(extended, reader.tokens, last=reader.depth)
+        rows = self.backend.next_token_logprobs(extended, reader.tokens, last=reader.depth, counters=counters)
         size = len(chains)
         return [
             [reader.logprobs(group_rows[n * size : (n + 1) * size]) for n in range(len(group))]
@@ -244,28 +260,29 @@ class PairwiseJudge(_Judge):
     answer_format = VERDICT_FORMAT
     choices = LETTERS
 
-    def __init__(self, config: RunConfig, spec: ModelSpec, backend):
-        super().__init__(config, spec, backend)
+    def __init__(self, settings: JudgeSettings, spec: ModelSpec, backend):
+        super().__init__(settings, spec, backend)
         missing = [letter for letter in LETTERS if self.reader is not None and letter not in self.reader.paths]
         if missing:
             raise UserError(
                 f"{self.name!r}: its tokenizer cannot spell the verdict {VERDICT_FORMAT.format(missing[0])!r} distinctly; use --judge-mode generate"
             )
 
-    def chats(self, item: EvalItem) -> list[list[dict[str, str]]]:
+    def chats(self, item: EvalItem, answers: Sequence[str] | None = None) -> list[list[dict[str, str]]]:
         """[chosen shown as A, chosen shown as B]."""
         return [
             pairwise_chat(item, chosen_first=True, merge_system=self.merge_system),
             pairwise_chat(item, chosen_first=False, merge_system=self.merge_system),
         ]
 
-    def score(self, items: list[EvalItem], batch: list[int]) -> list[ScoreRecord]:
-        encoded = self._prompts(items, batch)
+    def score(self, plan: ScoringPlan, batch: Sequence[int]) -> list[ScoreRecord]:
+        encoded = [plan.encodings[i] for i in batch]
         groups = [prompts for prompts, _ in encoded]
         if self.mode == "logits":
-            orders = [self._from_logprobs(group) for group in self._choice_logprobs(groups)]
+            orders = [self._from_logprobs(group) for group in self._choice_logprobs(groups, plan.counters)]
         else:
-            texts = self.backend.generate([p for group in groups for p in group], self.max_new_tokens)
+            flat = [p for group in groups for p in group]
+            texts = self.backend.generate(flat, self.max_new_tokens, counters=plan.counters)
             orders = [self._from_texts(texts[2 * n], texts[2 * n + 1]) for n in range(len(groups))]
         return [{**record, "truncated": truncated} for record, (_, truncated) in zip(orders, encoded)]
 
@@ -382,8 +399,8 @@ class ScoreJudge(_Judge):
     answer_format = RATING_FORMAT
     choices = RATINGS
 
-    def __init__(self, config: RunConfig, spec: ModelSpec, backend):
-        super().__init__(config, spec, backend)
+    def __init__(self, settings: JudgeSettings, spec: ModelSpec, backend):
+        super().__init__(settings, spec, backend)
         if self.reader is not None and len(self.reader.paths) < 2:
             raise UserError(
                 f"{self.name!r}: its tokenizer cannot spell the ratings 0-10 distinctly; use --judge-mode generate"
@@ -396,9 +413,10 @@ class ScoreJudge(_Judge):
             protocol["rating_tokens"] = "0-10" if len(read) == len(RATINGS) else ",".join(read)
         return protocol
 
-    def chats(self, item: EvalItem) -> list[list[dict[str, str]]]:
-        """[rate chosen, rate rejected]."""
-        return [score_chat(item, item.chosen, self.merge_system), score_chat(item, item.rejected, self.merge_system)]
+    def chats(self, item: EvalItem, answers: Sequence[str] | None = None) -> list[list[dict[str, str]]]:
+        """[rate answer 1, rate answer 2, ...]; by default [rate chosen, rate rejected]."""
+        answers = (item.chosen, item.rejected) if answers is None else answers
+        return [score_chat(item, answer, self.merge_system) for answer in answers]
 
     @staticmethod
     def _expected(logprobs: dict[str, float]) -> float:
@@ -407,12 +425,12 @@ class ScoreJudge(_Judge):
         weights = {value: math.exp(lp - top) for value, lp in logprobs.items()}
         return sum(int(value) * w for value, w in weights.items()) / sum(weights.values())
 
-    def score(self, items: list[EvalItem], batch: list[int]) -> list[ScoreRecord]:
-        encoded = self._prompts(items, batch)
+    def score(self, plan: ScoringPlan, batch: Sequence[int]) -> list[ScoreRecord]:
+        encoded = [plan.encodings[i] for i in batch]
         groups = [prompts for prompts, _ in encoded]
         records = []
         if self.mode == "logits":
-            for (chosen, rejected), (_, truncated) in zip(self._choice_logprobs(groups), encoded):
+            for (chosen, rejected), (_, truncated) in zip(self._choice_logprobs(groups, plan.counters), encoded):
                 c, r = self._expected(chosen), self._expected(rejected)
                 records.append(
                     {
@@ -425,7 +443,9 @@ class ScoreJudge(_Judge):
                     }
                 )
             return records
-        texts = self.backend.generate([p for group in groups for p in group], self.max_new_tokens)
+        texts = self.backend.generate(
+            [p for group in groups for p in group], self.max_new_tokens, counters=plan.counters
+        )
         for n, (_, truncated) in enumerate(encoded):
             c, r = parse_rating(texts[2 * n]), parse_rating(texts[2 * n + 1])
             missing = (c is None) + (r is None)
@@ -443,6 +463,25 @@ class ScoreJudge(_Judge):
             )
         return records
 
+    def score_answers(self, groups: Sequence[AnswerGroup]) -> list[AnswerScores]:
+        """Each answer's rating (logits: the expected rating; generate: the stated one). In generate mode an
+        answer without a rating scores NO_RATING_SCORE on its own (`score` ties the whole pair instead)."""
+        results = [AnswerScores(()) for _ in groups]
+        todo = [i for i, group in enumerate(groups) if group.answers]
+        encoded = [self.encode_item(groups[i].item, groups[i].answers) for i in todo]
+        self._verify([prompts for prompts, _ in encoded])
+        for batch in self._batches([prompts for prompts, _ in encoded]):
+            prompts = [encoded[n][0] for n in batch]
+            if self.mode == "logits":
+                ratings = [[self._expected(lp) for lp in group] for group in self._choice_logprobs(prompts)]
+            else:
+                texts = iter(self.backend.generate([p for group in prompts for p in group], self.max_new_tokens))
+                ratings = [[parse_rating(next(texts)) for _ in group] for group in prompts]
+            for n, group_ratings in zip(batch, ratings):
+                scores = tuple(NO_RATING_SCORE if r is None else float(r) for r in group_ratings)
+                results[todo[n]] = AnswerScores(scores, truncated=encoded[n][1])
+        return results
+
     def summarize(self, records: list[dict[str, Any]]) -> dict[str, Any]:
         return {
             "no_verdict": sum(r["no_verdict"] for r in records),
@@ -450,13 +489,13 @@ class ScoreJudge(_Judge):
         }
 
 
-def make_judge(config: RunConfig, spec: ModelSpec, model_type: str) -> _Judge:
+def make_judge(settings: JudgeSettings, spec: ModelSpec, model_type: str) -> _Judge:
     """The judge scorer for `model_type` ("judge-pairwise" | "judge-score")."""
-    if config.judge_mode not in JUDGE_MODES:
-        raise UserError(f"unknown --judge-mode {config.judge_mode!r}: choose one of {', '.join(JUDGE_MODES)}")
-    if config.max_new_tokens < 1:
-        raise UserError(f"--max-new-tokens must be positive, got {config.max_new_tokens}")
+    if settings.judge_mode not in JUDGE_MODES:
+        raise UserError(f"unknown --judge-mode {settings.judge_mode!r}: choose one of {', '.join(JUDGE_MODES)}")
+    if settings.max_new_tokens < 1:
+        raise UserError(f"--max-new-tokens must be positive, got {settings.max_new_tokens}")
     judge = {"judge-pairwise": PairwiseJudge, "judge-score": ScoreJudge}.get(model_type)
     if judge is None:
         raise UserError(f"unknown judge type {model_type!r}: choose judge-pairwise or judge-score")
-    return judge(config, spec, make_backend(config, spec))
+    return judge(settings, spec, make_backend(settings, spec))

@@ -33,6 +33,7 @@ one clear error line. A registry ``chat_template`` supplies one.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,9 +118,8 @@ class UpstreamInputs:
         """Ids of the rendered prompt (tokenized the same way); only used to find the shared prefix."""
         return self._tokenize(self.render(item, None))
 
-    def encode_pair(self, item: EvalItem) -> tuple[list[int], list[int], bool]:
-        """(chosen ids, rejected ids, whether either was cut at `max_length`)."""
-        texts = [self.render(item, answer) for answer in (item.chosen, item.rejected)]
-        full = [len(self.tokenizer(text)["input_ids"]) for text in texts]
-        chosen, rejected = (self._tokenize(text) for text in texts)
-        return chosen, rejected, max(full) > self.max_length
+    def encode_answers(self, item: EvalItem, answers: Sequence[str]) -> tuple[tuple[list[int], ...], bool]:
+        """(each answer's input ids, whether any was cut at `max_length`)."""
+        texts = [self.render(item, answer) for answer in answers]
+        cut = max(len(self.tokenizer(text)["input_ids"]) for text in texts) > self.max_length
+        return tuple(self._tokenize(text) for text in texts), cut

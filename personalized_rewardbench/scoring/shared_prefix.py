@@ -1,23 +1,36 @@
-"""Shared-prefix scoring: run the part of a pair's inputs that chosen and rejected share once, keep its
-KV cache, and score both answers from it.
+"""The one shared-prefix mechanism: run the tokens that several inputs share once, keep their KV cache, and run
+every input's own rest (its suffix) on top of it -- for classifier reward models (a pair's two answers, or N
+Best-of-N / RL answers, after one prompt) and for LLM judges (a pair's two orders, an item's rated answers).
 
-A pair's two inputs are the same chat up to the answer, so a decoder-only reward model computes the
-same hidden states for that common prefix twice. Here the base model runs the prefixes of a batch of
-pairs once (right-padded, with an attention mask), the cache is repeated for the two answers, and the
-answers (the suffixes) run on top of it with the positions they have in the full input. The score
-head is applied to the hidden state of the token the model's own forward pools — the last token that
-is not the pad token — so the scores equal full scoring up to float rounding.
+How (`prefix_pass`): the base model runs a batch of prefixes once with a plain `DynamicCache`; a suffix cache
+then hands every layer its prefix keys/values once, each prefix row repeated for every suffix of its group
+(any number per group), followed by the suffixes' own, and lets them go (no layer holds prefix + suffix states
+after its attention has run). Suffixes get the position ids they have in the full input, so the outputs equal
+full forwards up to float rounding. Readers: `pooled_logits` (a sequence-classification head on the hidden
+state of the pooled token: the last that is not the pad token) and `last_logits` (a causal LM's next-token
+logits after each suffix's last `last` positions).
 
-Which pairs may share (`pair_layout`): the prompt (the chat up to the start of the answer) must be a
-token-for-token prefix of both full inputs — chat templates and tokenizers can merge across the
-boundary, and then that pair is scored in full. The shared part is the longest common prefix of the
-two inputs (it always holds for a causal model), cut so that each suffix keeps its pooled token.
+Padding (`padding_sides`). Where every layer attends to the whole past, the side rows are padded on only moves
+float rounding, and each reader keeps the side it has always used (classifier: prefixes and suffixes on the
+right; judges: both on the left), so scores stay byte-identical to earlier runs. A sliding-window layer counts
+its window in cache columns, so padding *between* a row's prefix and its suffix would shift the window: with
+any sliding layer, prefixes are padded on the left and suffixes on the right, every row's real tokens are
+contiguous columns, and the window counts exactly the distances the full input has (a judge then reads its
+logits at per-row positions, transformers' 2D `logits_to_keep`).
 
-Which models may share (`shared_prefix_support`): `*ForSequenceClassification` classes built on
-transformers' generic last-token head (Llama, Qwen2/3, Mistral, Gemma, Phi-3, ...) whose KV cache is
-plain full-attention or sliding-window layers. Encoders and custom heads are scored in full.
+Which inputs may share: the shared part must be a token prefix of every input (`group_layout` for a prompt
+and its answers -- chat templates and tokenizers can merge across the answer boundary, and then the group is
+scored in full; `shared_prefix_length` for a judge's prompts).
+
+Which models may share (`shared_prefix_support`, one check for both): decoder-only, causal attention, a KV
+cache of plain full-attention or sliding-window layers (not recurrent / linear-attention ones); classifiers
+need transformers' generic last-token head with a linear `score`, judges a causal LM head. Before a model's
+first shared batch, its scorer compares a short real slice both ways (`agree`, one tolerance table), and
+shares nothing when they differ.
 
 >>> common_prefix_length([1, 2, 3, 4], [1, 2, 5])
+2
+>>> shared_prefix_length([[1, 2, 3, 4], [1, 2, 5], [1, 2, 3]])
 2
 >>> shared_prefix_batches([(10, 2), (9, 3), (4, 1)], budget=32)
 [[1, 0], [2]]
@@ -27,21 +40,36 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 #: Prefix lengths within this many tokens count as equal when batches are formed (see `shared_prefix_batches`).
 _PREFIX_STEP = 16
+#: Shared-prefix outputs may differ from full ones by float rounding only; the check before scoring allows this.
+CHECK_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-8}
+CHECK_TOLERANCE_HALF = 5e-2
+DISABLED = "disabled by --no-shared-prefix"
 
 
 @dataclass(frozen=True)
 class PairLayout:
-    """How one pair is scored: `prefix` > 0 tokens shared, or 0 (full scoring) with the `reason`."""
+    """How one group of inputs is scored: `prefix` > 0 tokens shared, or 0 (full scoring) with the `reason`."""
 
     prefix: int
     reason: str = ""
 
 
+@dataclass(frozen=True)
+class Support:
+    """Whether a model may share prefixes (`reason` when not) and whether it has sliding-window layers."""
+
+    supported: bool
+    reason: str = ""
+    sliding: bool = False
+
+
+# -- which inputs share -----------------------------------------------------------------------------
 def common_prefix_length(first: Sequence[int], second: Sequence[int]) -> int:
     """Number of leading token ids `first` and `second` have in common."""
     count = 0
@@ -50,6 +78,16 @@ def common_prefix_length(first: Sequence[int], second: Sequence[int]) -> int:
             break
         count += 1
     return count
+
+
+def shared_prefix_length(sequences: Sequence[Sequence[int]], keep: int = 1) -> int:
+    """Length of the longest common prefix of `sequences`, at most `keep` tokens short of the shortest.
+
+    >>> shared_prefix_length([[7, 8], [7, 8]]), shared_prefix_length([[7, 8, 9], [7, 8, 9]], keep=2)
+    (1, 1)
+    """
+    limit = max(0, min(map(len, sequences)) - keep)
+    return min([limit, *(common_prefix_length(sequences[0], other) for other in sequences[1:])])
 
 
 def pooled_index(ids: Sequence[int], pad_token_id: int | None) -> int:
@@ -62,97 +100,182 @@ def pooled_index(ids: Sequence[int], pad_token_id: int | None) -> int:
     return -1
 
 
-def pair_layout(
-    prompt: Sequence[int], chosen: Sequence[int], rejected: Sequence[int], pad_token_id: int | None
-) -> PairLayout:
-    """Shared-prefix length for one pair, or 0 with the reason it must be scored in full."""
+def group_layout(prompt: Sequence[int], inputs: Sequence[Sequence[int]], pad_token_id: int | None) -> PairLayout:
+    """Shared-prefix length for the full inputs of one prompt's answers, or 0 with the reason they must be scored
+    in full: the prompt must be a token prefix of every input; the shared part is their longest common prefix, cut
+    so that each suffix keeps its pooled token."""
     size = len(prompt)
-    if not prompt or list(chosen[:size]) != list(prompt) or list(rejected[:size]) != list(prompt):
+    if not prompt or any(list(ids[:size]) != list(prompt) for ids in inputs):
         return PairLayout(
             0,
-            "the prompt's tokens are not a prefix of the full input: the template or tokenizer merges across the answer boundary",
+            "the prompt's tokens are not a prefix of the full input: "
+            "the template or tokenizer merges across the answer boundary",
         )
-    shared = min(
-        common_prefix_length(chosen, rejected), pooled_index(chosen, pad_token_id), pooled_index(rejected, pad_token_id)
-    )
+    common = [common_prefix_length(inputs[0], other) for other in inputs[1:]]
+    shared = min(common + [pooled_index(ids, pad_token_id) for ids in inputs])
     if shared < 1:
         return PairLayout(0, "no shared prefix before the pooled token")
     return PairLayout(shared)
 
 
-def shared_prefix_support(model) -> tuple[bool, str, int | None]:
-    """(supported, reason when not, longest padded prefix + suffix allowed or None for no limit)."""
+# -- which models share -----------------------------------------------------------------------------
+def shared_prefix_support(model) -> Support:
+    """One check for classifiers (`*ForSequenceClassification`) and judges (`*ForCausalLM`)."""
     from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
     from transformers.modeling_layers import GenericForSequenceClassification
 
     name = type(model).__name__
     config = model.config
-    if config.is_encoder_decoder or not isinstance(model, GenericForSequenceClassification):
-        return False, f"{name} is not a decoder-only model with the generic last-token score head", None
-    if not isinstance(getattr(model, "score", None), torch.nn.Linear) or model.base_model is model:
-        return False, f"{name} has no separate base model and linear `score` head", None
-    if not getattr(config.get_text_config(), "is_causal", True):
-        return False, f"{name} is configured with bidirectional attention", None
+    if getattr(model, "get_output_embeddings", lambda: None)() is not None and hasattr(model, "lm_head"):
+        if not type(model)._supports_default_dynamic_cache():
+            return Support(
+                False, "the model's cache is not a plain DynamicCache (recurrent or linear-attention layers)"
+            )
+    elif config.is_encoder_decoder or not isinstance(model, GenericForSequenceClassification):
+        return Support(False, f"{name} is not a decoder-only model with the generic last-token score head")
+    elif not isinstance(getattr(model, "score", None), torch.nn.Linear) or model.base_model is model:
+        return Support(False, f"{name} has no separate base model and linear `score` head")
+    if config.is_encoder_decoder or not getattr(config.get_text_config(), "is_causal", True):
+        return Support(False, f"{name} is configured with bidirectional attention")
     try:
         layers = DynamicCache(config=config).layers
     except Exception as error:  # noqa: BLE001 - any failure means: do not share
-        return False, f"cannot build a KV cache for {name} ({type(error).__name__})", None
-    limit: int | None = None
-    for layer in layers:
-        if type(layer) is DynamicSlidingWindowLayer:
-            limit = min(limit or layer.sliding_window, layer.sliding_window)
-        elif type(layer) is not DynamicLayer:
-            return False, f"{name} uses {type(layer).__name__} cache layers", None
-    return True, "", None if limit is None else limit - 1
+        return Support(
+            False, f"the model's cache is not a plain DynamicCache (cannot build one: {type(error).__name__})"
+        )
+    kinds = {type(layer) for layer in layers}
+    if not kinds <= {DynamicLayer, DynamicSlidingWindowLayer}:
+        other = sorted(kind.__name__ for kind in kinds - {DynamicLayer, DynamicSlidingWindowLayer})
+        return Support(False, f"the model's cache is not a plain DynamicCache ({name} uses {', '.join(other)})")
+    return Support(True, sliding=DynamicSlidingWindowLayer in kinds)
 
 
-def shared_prefix_batches(
-    shapes: Sequence[tuple[int, int]], budget: int, max_batch: int = 256, max_length: int | None = None
-) -> list[list[int]]:
-    """Group (prefix length, longest suffix length) pairs so that
-    `batch size x (longest prefix + 2 x longest suffix) <= budget` (the prefix runs once, the suffix
-    twice) and, with `max_length`, `longest prefix + longest suffix <= max_length`.
-    A pair over the budget on its own gets a batch of its own.
+def agree(shared: torch.Tensor, full: torch.Tensor, dtype: torch.dtype) -> tuple[bool, float]:
+    """(whether shared-prefix and full outputs agree within the dtype's tolerance, the largest difference)."""
+    tolerance = CHECK_TOLERANCE.get(dtype, CHECK_TOLERANCE_HALF)
+    worst = float((shared.float() - full.float()).abs().max())
+    return worst <= tolerance * max(1.0, float(full.float().abs().max())), worst
 
-    Pairs are sorted by prefix length in steps of `_PREFIX_STEP` tokens, then by suffix length, both
+
+def check_failed_note(worst: float) -> str:
+    return f"shared-prefix scores differed from full scores by {worst:.2g} in the check before scoring"
+
+
+# -- batching ---------------------------------------------------------------------------------------
+def shared_prefix_batches(shapes: Sequence[tuple[int, ...]], budget: int, max_batch: int = 256) -> list[list[int]]:
+    """Group (prefix length, longest suffix length[, suffix count = 2]) shapes so that
+    `batch size x longest prefix + suffix rows x longest suffix <= budget` (each prefix runs once, each suffix
+    on top of it). A group over the budget on its own gets a batch of its own.
+
+    Groups are sorted by prefix length in steps of `_PREFIX_STEP` tokens, then by suffix length, both
     longest first: sorting by prefix alone leaves the suffixes' padding to chance (a fifth of all
     positions at profile-k 0), sorting by both this way keeps padding to a few per cent.
     """
     order = sorted(range(len(shapes)), key=lambda i: (-(shapes[i][0] // _PREFIX_STEP), -shapes[i][1], -shapes[i][0], i))
     batches: list[list[int]] = []
     current: list[int] = []
-    prefix = suffix = 0
+    prefix = suffix = rows = 0
     for index in order:
+        count = _count(shapes[index])
         p, s = max(prefix, shapes[index][0]), max(suffix, shapes[index][1])
-        too_big = (len(current) + 1) * (p + 2 * s) > budget or (max_length is not None and p + s > max_length)
+        too_big = (len(current) + 1) * p + (rows + count) * s > budget
         if current and (too_big or len(current) >= max_batch):
             batches.append(current)
-            current, p, s = [], shapes[index][0], shapes[index][1]
+            current, p, s, rows = [], shapes[index][0], shapes[index][1], 0
         current.append(index)
-        prefix, suffix = p, s
+        prefix, suffix, rows = p, s, rows + count
     if current:
         batches.append(current)
     return batches
 
 
-def shared_prefix_cost(shapes: Sequence[tuple[int, int]]) -> int:
-    """Token positions one shared-prefix batch computes: the padded prefixes once, the padded suffixes twice."""
-    return len(shapes) * (max(p for p, _ in shapes) + 2 * max(s for _, s in shapes))
+def _count(shape: tuple[int, ...]) -> int:
+    return shape[2] if len(shape) > 2 else 2
 
 
-def _right_pad(rows: Sequence[Sequence[int]], width: int, pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+def shared_prefix_cost(shapes: Sequence[tuple[int, ...]]) -> int:
+    """Token positions one shared-prefix batch computes: the padded prefixes once, each padded suffix once."""
+    return len(shapes) * max(s[0] for s in shapes) + sum(map(_count, shapes)) * max(s[1] for s in shapes)
+
+
+# -- the forward passes -----------------------------------------------------------------------------
+Group = tuple[Sequence[int], Sequence[Sequence[int]]]  # (prefix, suffixes)
+
+
+def padding_sides(model, reader: str) -> tuple[str, str]:
+    """(prefix side, suffix side): "left"/"right" contiguous rows with sliding layers, else the reader's own."""
+    if shared_prefix_support(model).sliding:
+        return "left", "right"
+    return ("right", "right") if reader == "pooled" else ("left", "left")
+
+
+def pad_rows(rows: Sequence[Sequence[int]], pad: int, side: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids, attention mask) of `rows` padded to the longest on `side`."""
+    width = max(map(len, rows))
     ids = torch.full((len(rows), width), pad, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for row, tokens in enumerate(rows):
-        ids[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
-        mask[row, : len(tokens)] = 1
+        if tokens:
+            columns = slice(width - len(tokens), width) if side == "left" else slice(0, len(tokens))
+            ids[row, columns] = torch.tensor(tokens, dtype=torch.long)
+            mask[row, columns] = 1
     return ids, mask
 
 
-def _suffix_cache(prefix_cache):
-    """A cache for the suffix pass: each layer hands out its prefix keys/values once — every row twice, for the
-    chosen and the rejected answer, followed by the suffix's own — and then lets them go, so no layer holds
-    prefix + suffix states after its attention has run."""
+def positions(mask: torch.Tensor, side: str, start: torch.Tensor | None = None) -> torch.Tensor:
+    """Position ids from `start` per row (default 0): counting real tokens for left padding (padding gets 1, as
+    in generate()), plain column numbers for right padding (real tokens come first)."""
+    if side == "left":
+        ids = mask.cumsum(-1) - 1
+        if start is not None:
+            ids = ids + start[:, None]
+        return ids.masked_fill(mask == 0, 1)
+    ids = torch.arange(mask.shape[1]).expand_as(mask)
+    return ids if start is None else start[:, None] + ids
+
+
+@dataclass(frozen=True)
+class SuffixPass:
+    """The inputs of the suffix forward (`kwargs`) and the padded suffixes' lengths and side."""
+
+    kwargs: dict[str, Any]
+    lengths: list[int]
+    side: str
+    width: int
+
+
+def prefix_pass(model, groups: Sequence[Group], pad: int, device, sides: tuple[str, str]) -> SuffixPass:
+    """Run every group's prefix once through the base model; return the suffix pass that continues from it."""
+    from transformers.cache_utils import DynamicCache
+
+    prefix_side, suffix_side = sides
+    prefixes = [prefix for prefix, _ in groups]
+    suffixes = [suffix for _, group in groups for suffix in group]
+    counts = torch.tensor([len(group) for _, group in groups], dtype=torch.long)
+    prefix_ids, prefix_mask = pad_rows(prefixes, pad, prefix_side)
+    cache = DynamicCache()  # full layers: sliding ones keep every prefix column; the mask applies the window
+    model.base_model(
+        input_ids=prefix_ids.to(device),
+        attention_mask=prefix_mask.to(device),
+        position_ids=positions(prefix_mask, prefix_side).to(device),
+        past_key_values=cache,
+        use_cache=True,
+    )
+    suffix_ids, suffix_mask = pad_rows(suffixes, pad, suffix_side)
+    starts = torch.tensor([len(prefix) for prefix in prefixes], dtype=torch.long).repeat_interleave(counts)
+    kwargs = {
+        "input_ids": suffix_ids.to(device),
+        "attention_mask": torch.cat([prefix_mask.repeat_interleave(counts, dim=0), suffix_mask], dim=1).to(device),
+        "position_ids": positions(suffix_mask, suffix_side, starts).to(device),
+        "past_key_values": _suffix_cache(cache, counts),
+        "use_cache": True,
+    }
+    return SuffixPass(kwargs, [len(suffix) for suffix in suffixes], suffix_side, suffix_ids.shape[1])
+
+
+def _suffix_cache(prefix_cache, counts: torch.Tensor):
+    """A cache for the suffix pass: each layer hands out its prefix keys/values once -- every prefix row repeated
+    once per suffix of its group, followed by the suffixes' own -- and then lets them go."""
     from transformers.cache_utils import DynamicCache, DynamicLayer
 
     class PrefixOnceLayer(DynamicLayer):
@@ -162,7 +285,7 @@ def _suffix_cache(prefix_cache):
             self.keys, self.values, self.is_sliding, self.length = keys, values, is_sliding, keys.shape[-2]
 
         def update(self, key_states, value_states, *args, **kwargs):
-            keys, values = _twice_then(self.keys, key_states), _twice_then(self.values, value_states)
+            keys, values = _repeat_then(self.keys, key_states, counts), _repeat_then(self.values, value_states, counts)
             self.keys = self.values = None
             return keys, values
 
@@ -174,56 +297,36 @@ def _suffix_cache(prefix_cache):
     return cache
 
 
-def _twice_then(prefix: torch.Tensor, suffix: torch.Tensor) -> torch.Tensor:
-    """[batch, heads, P, dim] + [2 batch, heads, S, dim] -> [2 batch, heads, P + S, dim], prefix rows repeated."""
-    batch, heads, length, dim = prefix.shape
-    out = prefix.new_empty((2 * batch, heads, length + suffix.shape[-2], dim))
-    out[0::2, :, :length] = prefix
-    out[1::2, :, :length] = prefix
+def _repeat_then(prefix: torch.Tensor, suffix: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """[groups, heads, P, dim] + [rows, heads, S, dim] -> [rows, heads, P + S, dim], each group's prefix repeated
+    `counts[group]` times (rows = counts.sum())."""
+    length = prefix.shape[-2]
+    out = prefix.new_empty((suffix.shape[0], prefix.shape[1], length + suffix.shape[-2], prefix.shape[-1]))
+    out[:, :, :length] = prefix.repeat_interleave(counts.to(prefix.device), dim=0)
     out[:, :, length:] = suffix
     return out
 
 
 @torch.inference_mode()
-def shared_prefix_logits(
-    model,
-    pairs: Sequence[tuple[Sequence[int], Sequence[int], Sequence[int]]],
-    pad_token_id: int,
-    device: torch.device | str,
-) -> torch.Tensor:
-    """Pooled logits, rows [chosen 0, rejected 0, chosen 1, ...], for (prefix, chosen suffix, rejected suffix) triples.
+def pooled_logits(model, groups: Sequence[Group], pad_token_id: int, device) -> torch.Tensor:
+    """A classifier's logits, one row per suffix in order (group 0's suffixes, then group 1's, ...), for
+    (prefix, suffixes) groups: a pair is (prefix, (chosen suffix, rejected suffix)), Best-of-N has N suffixes.
 
-    Each suffix must be non-empty and hold its input's pooled token (see `pair_layout`).
+    Each suffix must be non-empty and hold its input's pooled token (see `group_layout`).
     """
-    from transformers.cache_utils import DynamicCache
-
-    base = model.base_model
-    prefixes = [prefix for prefix, _, _ in pairs]
-    suffixes = [suffix for _, chosen, rejected in pairs for suffix in (chosen, rejected)]
-    prefix_ids, prefix_mask = _right_pad(prefixes, max(map(len, prefixes)), pad_token_id)
-    positions = torch.arange(prefix_ids.shape[1]).expand_as(prefix_ids)
-    prefix_cache = DynamicCache(config=model.config)
-    base(
-        input_ids=prefix_ids.to(device),
-        attention_mask=prefix_mask.to(device),
-        position_ids=positions.to(device),
-        past_key_values=prefix_cache,
-        use_cache=True,
-    )
-    cache = _suffix_cache(prefix_cache)
-    del prefix_cache
-
-    suffix_ids, suffix_mask = _right_pad(suffixes, max(map(len, suffixes)), pad_token_id)
-    starts = torch.tensor([len(prefix) for prefix in prefixes], dtype=torch.long).repeat_interleave(2)
-    suffix_positions = starts[:, None] + torch.arange(suffix_ids.shape[1])[None, :]
-    attention = torch.cat([prefix_mask.repeat_interleave(2, dim=0), suffix_mask], dim=1)
-    hidden = base(
-        input_ids=suffix_ids.to(device),
-        attention_mask=attention.to(device),
-        position_ids=suffix_positions.to(device),
-        past_key_values=cache,
-        use_cache=True,
-    ).last_hidden_state
+    suffixes = [suffix for _, group in groups for suffix in group]
+    run = prefix_pass(model, groups, pad_token_id, device, padding_sides(model, "pooled"))
+    hidden = model.base_model(**run.kwargs).last_hidden_state
     last = torch.tensor([pooled_index(suffix, pad_token_id) for suffix in suffixes], device=hidden.device)
-    pooled = hidden[torch.arange(len(suffixes), device=hidden.device), last]
-    return model.score(pooled)
+    return model.score(hidden[torch.arange(len(suffixes), device=hidden.device), last])
+
+
+@torch.inference_mode()
+def last_logits(model, groups: Sequence[Group], pad_token_id: int, device, last: int = 1) -> torch.Tensor:
+    """A causal LM's float32 next-token logits after each suffix's last `last` positions: [suffixes, last, vocab],
+    suffixes in order. Each suffix must hold at least `last` tokens."""
+    run = prefix_pass(model, groups, pad_token_id, device, padding_sides(model, "last"))
+    if run.side == "left":  # every row ends in the last column
+        return model(**run.kwargs, logits_to_keep=last).logits[:, -last:].float()
+    ends = torch.tensor(run.lengths)[:, None] - last + torch.arange(last)[None, :]
+    return model(**run.kwargs, logits_to_keep=ends.to(device)).logits.float()

@@ -27,16 +27,22 @@ import hashlib
 import random
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from personalized_rewardbench.data.eval_items import EvalItem
 from personalized_rewardbench.errors import UserError
-from personalized_rewardbench.scoring.base import AnswerGroup, AnswerScores, ScoreRecord, token_budget_batches
+from personalized_rewardbench.scoring.base import (
+    AnswerGroup,
+    AnswerScores,
+    Scorer,
+    ScoreRecord,
+    ScoringPlan,
+    token_budget_batches,
+)
+from personalized_rewardbench.scoring.devices import auto_batch_tokens
+from personalized_rewardbench.scoring.judge_backends import JudgeSettings, make_backend
 from personalized_rewardbench.scoring.protocols import UPSTREAM_SEED
 from personalized_rewardbench.scoring.registry import ModelSpec
-
-if TYPE_CHECKING:
-    from personalized_rewardbench.runs.config import RunConfig
 
 PROMPT_FILES = ("pairwise_system.txt", "pairwise_user.txt")
 REFERENCE_REPO = "github.com/Martin-qyma/Personalized-RewardBench"
@@ -89,7 +95,7 @@ def parse_upstream_verdict(text: str) -> str | None:
     return "A" if section.startswith("a") else "B" if section.startswith("b") else None
 
 
-class UpstreamPairwiseJudge:
+class UpstreamPairwiseJudge(Scorer):
     """Pairwise judge with the reference's one-seeded-order, prompt files and parsing (module docstring)."""
 
     model_type = "judge-pairwise"
@@ -103,24 +109,21 @@ class UpstreamPairwiseJudge:
         self.system, self.user_template = prompts
         self.max_new_tokens = max_new_tokens
         self.batch_tokens = batch_tokens
-        self.notices: list[str] = []
-        self._orders: list[bool] = []
-        self._encoded: dict[int, list[int]] = {}
 
     @classmethod
-    def from_config(cls, config: RunConfig, spec: ModelSpec) -> UpstreamPairwiseJudge:
-        from personalized_rewardbench.scoring.judge_backends import make_backend
-
-        prompts = read_upstream_prompts(config.upstream_prompts)  # before loading a model: fail fast
-        if config.profile_k:
+    def create(
+        cls, settings: JudgeSettings, spec: ModelSpec, prompts_dir: Path | None, profile_k: int = 0
+    ) -> UpstreamPairwiseJudge:
+        """The judge for `settings` with the prompt files under `prompts_dir`; refuses profile posts."""
+        prompts = read_upstream_prompts(prompts_dir)  # before loading a model: fail fast
+        if profile_k:
             raise UserError(
                 "--protocol upstream: the reference pairwise judge sees the question alone, no profile posts; "
                 "use --profile-k 0, or --protocol prbench for a judge with the profile"
             )
-        backend = make_backend(config, spec)
-        return cls(
-            config.model, backend, prompts, max_new_tokens=config.max_new_tokens, batch_tokens=config.batch_tokens
-        )
+        backend = make_backend(settings, spec)
+        batch_tokens = settings.batch_tokens if settings.batch_tokens is not None else auto_batch_tokens(backend.device)
+        return cls(settings.model, backend, prompts, max_new_tokens=settings.max_new_tokens, batch_tokens=batch_tokens)
 
     def protocol(self) -> dict[str, Any]:
         digest = hashlib.sha256("\0".join((self.system, self.user_template)).encode()).hexdigest()[:12]
@@ -136,8 +139,8 @@ class UpstreamPairwiseJudge:
             **self.backend.describe(),
         }
 
-    def runtime_stats(self) -> dict[str, Any]:
-        return {"batch_tokens": self.batch_tokens, **self.backend.runtime_stats()}
+    def runtime_stats(self, plan: ScoringPlan) -> dict[str, Any]:
+        return {"batch_tokens": self.batch_tokens, **self.backend.runtime_stats(plan.counters)}
 
     def chat(self, item: EvalItem, chosen_first: bool) -> list[dict[str, str]]:
         first, second = (item.chosen, item.rejected) if chosen_first else (item.rejected, item.chosen)
@@ -162,19 +165,18 @@ class UpstreamPairwiseJudge:
             )
         return ids
 
-    def plan(self, items: list[EvalItem]) -> list[list[int]]:
-        self._orders = upstream_orders(items)
-        self._encoded = {i: self.encode(item, self._orders[i]) for i, item in enumerate(items)}
-        lengths = [len(self._encoded[i]) + self.max_new_tokens for i in range(len(items))]
-        return token_budget_batches(lengths, self.batch_tokens)
+    def plan(self, items: Sequence[EvalItem]) -> ScoringPlan:
+        """Batches under the token budget; per item (prompt ids, chosen shown as A)."""
+        orders = upstream_orders(items)
+        encodings = [(self.encode(item, first), first) for item, first in zip(items, orders)]
+        lengths = [len(ids) + self.max_new_tokens for ids, _ in encodings]
+        return ScoringPlan.of(items, token_budget_batches(lengths, self.batch_tokens), encodings)
 
-    def score(self, items: list[EvalItem], batch: list[int]) -> list[ScoreRecord]:
-        if len(self._orders) != len(items):
-            self._orders = upstream_orders(items)
-        prompts = [self._encoded.get(i) or self.encode(items[i], self._orders[i]) for i in batch]
+    def score(self, plan: ScoringPlan, batch: Sequence[int]) -> list[ScoreRecord]:
+        prompts = [plan.encodings[i][0] for i in batch]
         records = []
-        for i, text in zip(batch, self.backend.generate(prompts, self.max_new_tokens)):
-            position = "A" if self._orders[i] else "B"
+        for i, text in zip(batch, self.backend.generate(prompts, self.max_new_tokens, plan.counters)):
+            position = "A" if plan.encodings[i][1] else "B"
             parsed = parse_upstream_verdict(text)
             prediction = parsed or "A"
             right = prediction == position
@@ -194,8 +196,7 @@ class UpstreamPairwiseJudge:
     def score_answers(self, groups: Sequence[AnswerGroup]) -> list[AnswerScores]:
         raise UserError("a pairwise judge compares two answers; it gives no pointwise scores")
 
-    @staticmethod
-    def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    def summarize(self, records: list[dict[str, Any]]) -> dict[str, Any]:
         """The reference's extra figures: unparsable verdicts and accuracy with chosen as A / as B."""
 
         def accuracy(position: str) -> float | None:

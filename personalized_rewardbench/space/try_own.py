@@ -104,5 +104,6 @@ class TryService:
         """Score answer A (`chosen`) and B (`rejected`) of `item` with the scorer's own plan/score."""
         model = self.allowlist.get(model_id)
         with self.scorers.use(model) as scorer:
-            records = [record for batch in scorer.plan([item]) for record in scorer.score([item], batch)]
+            plan = scorer.plan([item])
+            records = [record for batch in plan.batches for record in scorer.score(plan, batch)]
         return pair_result(model.id, model.type, records[0])
