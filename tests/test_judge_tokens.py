@@ -136,7 +136,7 @@ def test_score_judge_reads_ratings_after_the_space_and_ten_over_two_tokens(bpe_l
     items = prepare_items(config, log=lambda _: None).items
     model = judge.backend.model
     for item, record in zip(items, outcome.records):
-        prompts, _ = judge.encode_item(item)
+        prompts = judge.encode_item(item).prompts
         for prompt, score in zip(prompts, (record["chosen_score"], record["rejected_score"])):
             assert judge.tokenizer.convert_ids_to_tokens(prompt[-3:]) == ["Rating", ":", "Ġ"]
             with torch.no_grad():  # by hand: one full forward over the prompt followed by "1"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
@@ -34,6 +34,7 @@ from personalized_rewardbench.scoring.base import (
     token_budget_batches,
 )
 from personalized_rewardbench.scoring.devices import auto_batch_tokens, dtype_name
+from personalized_rewardbench.scoring.fitting import ELLIPSIS, fit_item, token_ends
 from personalized_rewardbench.scoring.model_loading import (
     attention_implementation,
     ensure_distinct_pad,
@@ -55,9 +56,6 @@ from personalized_rewardbench.scoring.shared_prefix import (
     shared_prefix_cost,
     shared_prefix_support,
 )
-
-#: Marks a question shortened to fit the max length (its start is kept).
-ELLIPSIS = "…"
 
 
 @dataclass(frozen=True)
@@ -178,56 +176,22 @@ class ClassifierScorer(Scorer):
 
     def fit(self, item: EvalItem, answers: Sequence[str] | None = None) -> FittedGroup:
         """Every answer's input within `max_length` (default answers: chosen, rejected): drop the lowest-ranked
-        posts, then shorten the question; never cut an answer.
+        posts, then shorten the question; never cut an answer (`fitting.fit_item`).
 
         `--protocol upstream` keeps every post and cuts at `max_length` as the reference does (`truncated`: cut)."""
         answers = (item.chosen, item.rejected) if answers is None else tuple(answers)
         if self.upstream:
             return FittedGroup(item, *self.upstream.encode_answers(item, answers))
+        fitted = fit_item(
+            item,
+            lambda candidate: tuple(self.encode_answer(candidate, answer) for answer in answers),
+            lambda inputs: max(map(len, inputs)) <= self.max_length,
+            lambda question: token_ends(self.tokenizer, question),
+            self._answer_too_long,
+        )
+        return FittedGroup(fitted.item, fitted.encoded, fitted.truncated, fitted.question_shortened)
 
-        def encode(candidate: EvalItem) -> tuple[list[int], ...]:
-            return tuple(self.encode_answer(candidate, answer) for answer in answers)
-
-        for keep in range(len(item.posts), -1, -1):
-            trimmed = item.with_posts(keep)
-            inputs = encode(trimmed)
-            if max(map(len, inputs)) <= self.max_length:
-                return FittedGroup(trimmed, inputs, truncated=keep < len(item.posts))
-        return self._shorten_question(trimmed, encode, truncated=bool(item.posts))
-
-    def _shorten_question(self, item: EvalItem, encode, truncated: bool) -> FittedGroup:
-        """The longest start of the question (cut at a token end, marked `…`) with which every input fits."""
-        question = item.question
-
-        def shortened(cut: int) -> EvalItem:
-            start = question[:cut].rstrip()
-            return replace(item, question=f"{start} {ELLIPSIS}" if start else ELLIPSIS)
-
-        fits = lambda ids: max(map(len, ids)) <= self.max_length  # noqa: E731
-        best = encode(shortened(0))
-        if not fits(best):
-            self._answer_too_long(item, best)
-        cuts = self._cut_points(question)
-        low, high = -1, len(cuts)  # cuts[low] fits (-1: the ellipsis alone), the whole question does not
-        while high - low > 1:
-            middle = (low + high) // 2
-            ids = encode(shortened(cuts[middle]))
-            if fits(ids):
-                low, best = middle, ids
-            else:
-                high = middle
-        final = shortened(cuts[low] if low >= 0 else 0)
-        return FittedGroup(final, best, truncated=truncated, question_shortened=True)
-
-    def _cut_points(self, question: str) -> list[int]:
-        """Character offsets where a token of the question ends (every character for slow tokenizers)."""
-        try:
-            offsets = self.tokenizer(question, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-            return sorted({end for _start, end in offsets if 0 < end < len(question)})
-        except (NotImplementedError, TypeError, ValueError, KeyError):
-            return list(range(1, len(question)))
-
-    def _answer_too_long(self, item: EvalItem, ids: tuple[list[int], ...]) -> None:
+    def _answer_too_long(self, item: EvalItem, ids: tuple[list[int], ...]) -> NoReturn:
         index = next(n for n, answer in enumerate(ids) if len(answer) > self.max_length)
         which = f"the {('chosen', 'rejected')[index]} answer" if len(ids) == 2 else f"answer {index + 1} of {len(ids)}"
         length = len(ids[index])

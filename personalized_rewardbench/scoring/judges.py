@@ -45,7 +45,7 @@ import importlib.util
 import math
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple, NoReturn
 
 from personalized_rewardbench.accuracy import metric_dir, pairwise_accuracy
 from personalized_rewardbench.data.eval_items import EvalItem
@@ -59,6 +59,7 @@ from personalized_rewardbench.scoring.base import (
     token_budget_batches,
 )
 from personalized_rewardbench.scoring.devices import auto_batch_tokens
+from personalized_rewardbench.scoring.fitting import ELLIPSIS, fit_item, token_ends
 from personalized_rewardbench.scoring.judge_backends import JudgeSettings, make_backend, shared_prefix_length
 from personalized_rewardbench.scoring.judge_prompts import (
     LETTERS,
@@ -78,6 +79,24 @@ TEXT_LIMIT = 2000
 NO_RATING_SCORE = -1.0  # both answers of a pair with an unparsable rating: a tie, counted wrong
 MIN_CONTENT_TOKENS = 64  # room a prompt needs beyond the judge's instructions (question, answers)
 _PROBE = EvalItem("probe", "probe", "Which one?", (), "The first answer.", "The second answer.")
+
+
+class JudgePrompts(NamedTuple):
+    """An item's prompts as they are scored, and how they were fitted to the max length (`fitting`)."""
+
+    prompts: list[list[int]]
+    truncated: bool  # profile posts were dropped
+    question_shortened: bool = False  # no posts left and still too long: the question's end was cut
+
+    def flags(self) -> dict[str, bool]:
+        """The record fields: `truncated`, and `question_shortened` only when it happened (records of runs that
+        never shorten stay as they were)."""
+        return {"truncated": self.truncated, **({"question_shortened": True} if self.question_shortened else {})}
+
+
+def shortened_questions(records: list[dict[str, Any]]) -> int:
+    """results.json `shortened_questions`: pairs whose question was shortened to fit."""
+    return sum(1 for record in records if record.get("question_shortened"))
 
 
 def _clip(text: str) -> str:
@@ -182,15 +201,31 @@ class _Judge(Scorer):
         ids = list(encoded["input_ids"])
         return ids + list(self.reader.prefix) if self.reader is not None else ids
 
-    def encode_item(self, item: EvalItem, answers: Sequence[str] | None = None) -> tuple[list[list[int]], bool]:
-        """(the item's prompts, truncated): drops the lowest-ranked posts until every prompt fits."""
-        room = self.backend.max_length - (self.max_new_tokens if self.mode == "generate" else self._reader_depth() - 1)
-        for keep in range(len(item.posts), -1, -1):
-            prompts = [self.encode(chat) for chat in self.chats(item.with_posts(keep), answers)]
-            longest = max(map(len, prompts))
-            if longest <= room or keep == 0:
-                return prompts, keep < len(item.posts) or longest > room
-        raise AssertionError("unreachable")
+    def _room(self) -> int:
+        """Prompt tokens that fit: the max length less what is read or generated after the prompt."""
+        return self.backend.max_length - (self.max_new_tokens if self.mode == "generate" else self._reader_depth() - 1)
+
+    def encode_item(self, item: EvalItem, answers: Sequence[str] | None = None) -> JudgePrompts:
+        """The item's prompts, every one within the room the max length leaves, by the classifiers' over-long
+        policy (`fitting.fit_item`): drop the lowest-ranked posts, then shorten the question, never cut an answer."""
+        room = self._room()
+        fitted = fit_item(
+            item,
+            lambda candidate: [self.encode(chat) for chat in self.chats(candidate, answers)],
+            lambda prompts: max(map(len, prompts)) <= room,
+            lambda question: token_ends(self.tokenizer, question),
+            self._answers_too_long,
+        )
+        return JudgePrompts(fitted.encoded, fitted.truncated, fitted.question_shortened)
+
+    def _answers_too_long(self, item: EvalItem, prompts: list[list[int]]) -> NoReturn:
+        longest, room = max(map(len, prompts)), self._room()
+        reserved = f", less {self.backend.max_length - room} for the answer" if room < self.backend.max_length else ""
+        raise UserError(
+            f"item {item.id}: the {self.model_type} prompt takes {longest} tokens with its answers alone (no posts, "
+            f"the question cut to '{ELLIPSIS}'), over the {room} tokens the max length of {self.backend.max_length} "
+            f"leaves{reserved}; answers are never cut: pass a larger --max-length, or use a model with a longer context"
+        )
 
     def _reader_depth(self) -> int:
         return self.reader.depth if self.reader is not None else 1
@@ -204,8 +239,9 @@ class _Judge(Scorer):
 
     def plan(self, items: Sequence[EvalItem]) -> ScoringPlan:
         encoded = [self.encode_item(item) for item in items]
-        stats, notices = self._sharing([prompts for prompts, _ in encoded])
-        return ScoringPlan.of(items, self._batches([prompts for prompts, _ in encoded]), encoded, notices, stats)
+        prompts = [fitted.prompts for fitted in encoded]
+        stats, notices = self._sharing(prompts)
+        return ScoringPlan.of(items, self._batches(prompts), encoded, notices, stats)
 
     def score_answers(self, groups: Sequence[AnswerGroup]) -> list[AnswerScores]:
         raise UserError(
@@ -277,14 +313,14 @@ class PairwiseJudge(_Judge):
 
     def score(self, plan: ScoringPlan, batch: Sequence[int]) -> list[ScoreRecord]:
         encoded = [plan.encodings[i] for i in batch]
-        groups = [prompts for prompts, _ in encoded]
+        groups = [prompts.prompts for prompts in encoded]
         if self.mode == "logits":
             orders = [self._from_logprobs(group) for group in self._choice_logprobs(groups, plan.counters)]
         else:
             flat = [p for group in groups for p in group]
             texts = self.backend.generate(flat, self.max_new_tokens, counters=plan.counters)
             orders = [self._from_texts(texts[2 * n], texts[2 * n + 1]) for n in range(len(groups))]
-        return [{**record, "truncated": truncated} for record, (_, truncated) in zip(orders, encoded)]
+        return [{**record, **prompts.flags()} for record, prompts in zip(orders, encoded)]
 
     @staticmethod
     def _from_logprobs(group: list[dict[str, float]]) -> ScoreRecord:
@@ -324,7 +360,7 @@ class PairwiseJudge(_Judge):
     def summarize(self, records: list[dict[str, Any]]) -> dict[str, Any]:
         """Figures over both orders (2N verdicts), all through the metric module; they replace the
         pointwise defaults in results.json."""
-        return judge_figures(records)
+        return {**judge_figures(records), "shortened_questions": shortened_questions(records)}
 
 
 @lru_cache(maxsize=1)
@@ -427,16 +463,16 @@ class ScoreJudge(_Judge):
 
     def score(self, plan: ScoringPlan, batch: Sequence[int]) -> list[ScoreRecord]:
         encoded = [plan.encodings[i] for i in batch]
-        groups = [prompts for prompts, _ in encoded]
+        groups = [prompts.prompts for prompts in encoded]
         records = []
         if self.mode == "logits":
-            for (chosen, rejected), (_, truncated) in zip(self._choice_logprobs(groups, plan.counters), encoded):
+            for (chosen, rejected), prompts in zip(self._choice_logprobs(groups, plan.counters), encoded):
                 c, r = self._expected(chosen), self._expected(rejected)
                 records.append(
                     {
                         "chosen_score": c,
                         "rejected_score": r,
-                        "truncated": truncated,
+                        **prompts.flags(),
                         "rating_chosen": c,
                         "rating_rejected": r,
                         "no_verdict": 0,
@@ -446,14 +482,14 @@ class ScoreJudge(_Judge):
         texts = self.backend.generate(
             [p for group in groups for p in group], self.max_new_tokens, counters=plan.counters
         )
-        for n, (_, truncated) in enumerate(encoded):
+        for n, prompts in enumerate(encoded):
             c, r = parse_rating(texts[2 * n]), parse_rating(texts[2 * n + 1])
             missing = (c is None) + (r is None)
             records.append(
                 {
                     "chosen_score": NO_RATING_SCORE if missing else c,
                     "rejected_score": NO_RATING_SCORE if missing else r,
-                    "truncated": truncated,
+                    **prompts.flags(),
                     "rating_chosen": c,
                     "rating_rejected": r,
                     "no_verdict": missing,
@@ -469,9 +505,9 @@ class ScoreJudge(_Judge):
         results = [AnswerScores(()) for _ in groups]
         todo = [i for i, group in enumerate(groups) if group.answers]
         encoded = [self.encode_item(groups[i].item, groups[i].answers) for i in todo]
-        self._verify([prompts for prompts, _ in encoded])
-        for batch in self._batches([prompts for prompts, _ in encoded]):
-            prompts = [encoded[n][0] for n in batch]
+        self._verify([fitted.prompts for fitted in encoded])
+        for batch in self._batches([fitted.prompts for fitted in encoded]):
+            prompts = [encoded[n].prompts for n in batch]
             if self.mode == "logits":
                 ratings = [[self._expected(lp) for lp in group] for group in self._choice_logprobs(prompts)]
             else:
@@ -479,11 +515,12 @@ class ScoreJudge(_Judge):
                 ratings = [[parse_rating(next(texts)) for _ in group] for group in prompts]
             for n, group_ratings in zip(batch, ratings):
                 scores = tuple(NO_RATING_SCORE if r is None else float(r) for r in group_ratings)
-                results[todo[n]] = AnswerScores(scores, truncated=encoded[n][1])
+                results[todo[n]] = AnswerScores(scores, encoded[n].truncated, encoded[n].question_shortened)
         return results
 
     def summarize(self, records: list[dict[str, Any]]) -> dict[str, Any]:
         return {
+            "shortened_questions": shortened_questions(records),
             "no_verdict": sum(r["no_verdict"] for r in records),
             "no_verdict_pairs": sum(1 for r in records if r["no_verdict"]),
         }
