@@ -45,7 +45,8 @@ def _vocabulary(tokenizer: PreTrainedTokenizerFast) -> list[str]:
 
 
 def make_items(count: int, seed: int = 0, posts: int = 10) -> list[EvalItem]:
-    """`count` synthetic items: question 40-150 tokens, `posts` profile posts of 150-400 tokens, answers 60-130 tokens."""
+    """`count` synthetic items: question 40-150 tokens, `posts` profile posts of 150-400 tokens,
+    answers 60-130 tokens."""
     rng = random.Random(seed)
     words = _vocabulary(make_tokenizer())
 

@@ -52,7 +52,7 @@ try:
     SPACE = SpaceContext(SpaceSettings.from_env(APP_DIR))
     SPACE.start()
 except UserError as error:  # a configuration mistake: one line for the operator, no traceback
-    print(f"space/app.py: error: {error}", file=sys.stderr)
+    print(error.render("space/app.py"), file=sys.stderr)
     sys.exit(2)
 SOURCE = SPACE.source()
 RESULTS = SPACE.results_dir
@@ -68,7 +68,7 @@ def visitor_errors(fn):
         except gr.Error:
             raise
         except UserError as error:
-            raise gr.Error(public_message(str(error)), print_exception=False) from None
+            raise gr.Error(public_message(error), print_exception=False) from None
         except Exception as error:
             logger.exception("%s failed", fn.__name__)
             raise gr.Error(

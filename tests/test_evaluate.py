@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tiny_models import build_tiny_causal_lm, build_tiny_reward_model
+from cli_errors import user_error
 
 from personalized_rewardbench.cli import main
 from personalized_rewardbench.data.ranking_cache import cache_path
@@ -17,6 +17,7 @@ from personalized_rewardbench.runs.config import RunConfig
 from personalized_rewardbench.runs.engine import PARTIAL_DIR, prepare_items, run_evaluation
 from personalized_rewardbench.runs.scorer_factory import make_scorer
 from personalized_rewardbench.scoring.prompts import reward_chat
+from personalized_rewardbench.testing.tiny_models import build_tiny_causal_lm, build_tiny_reward_model
 
 
 @pytest.fixture(scope="module")
@@ -287,8 +288,8 @@ def test_resume_after_a_crash_gives_identical_output(tiny_rm, cache, tmp_path):
 )
 def test_user_errors_are_one_line(tmp_path, cache, capsys, args, message):
     assert main(["evaluate", "--output", str(tmp_path), "--no-progress", "--data", "sample", *args]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and message in err and "Traceback" not in err
+    err, _hint = user_error(capsys.readouterr().err)
+    assert message in err
 
 
 def test_unreadable_data_is_one_line(tmp_path, cache, capsys):
@@ -299,15 +300,15 @@ def test_unreadable_data_is_one_line(tmp_path, cache, capsys):
         main(["evaluate", "--model", "baseline:length", "--data", str(tmp_path / "data"), "--output", str(tmp_path)])
         == 2
     )
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "cannot read" in err
+    err, hint = user_error(capsys.readouterr().err)
+    assert "cannot read it as a parquet file" in err and hint is None
 
 
 def test_checkpoint_without_a_classification_head_is_refused(tmp_path, cache, capsys):
     lm = build_tiny_causal_lm(tmp_path / "lm")
     assert main(["evaluate", "--model", str(lm), "--data", "sample", "--limit", "1", "--output", str(tmp_path)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "no trained classification head" in err
+    err, hint = user_error(capsys.readouterr().err)
+    assert "no trained classification head" in err and "--model-type judge-pairwise/judge-score" in hint
 
 
 def test_contriever_falls_back_to_minilm_offline_and_says_so(tmp_path, cache, capsys):
@@ -343,15 +344,14 @@ def test_a_folder_without_config_json_is_not_a_model_folder(tmp_path, cache, cap
     empty = tmp_path / "empty-model"
     empty.mkdir()
     assert main(["evaluate", "--model", str(empty), "--data", "sample", "--output", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert (
-        err
-        == f"prbench: error: {empty} is not a model folder (no config.json); pass the folder written by save_pretrained"
+    assert user_error(capsys.readouterr().err) == (
+        f"prbench: error: {empty}: not a model folder (no config.json)",
+        "pass the folder written by save_pretrained",
     )
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(b"")
     assert main(["evaluate", "--model", str(weights), "--data", "sample", "--output", str(tmp_path / "out")]) == 2
-    assert f"{weights} is not a model folder (it is a file)" in capsys.readouterr().err
+    assert f"{weights}: not a model folder (it is a file)" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 
@@ -506,8 +506,8 @@ def test_max_length_at_k0_shortens_questions_and_shared_prefix_scores_still_equa
         )
     out = capsys.readouterr().out
     assert (
-        f"shortened questions (too long even without posts: the question's end cut, marked '…'; answers never cut): {over}"
-        in out
+        "shortened questions (too long even without posts: the question's end cut, marked '…'; "
+        f"answers never cut): {over}" in out
     )
     assert "posts dropped" not in out
 
@@ -549,9 +549,10 @@ def test_max_length_below_the_answer_is_a_one_line_error_naming_the_item(tiny_rm
 
 def test_a_llama3_style_tokenizer_gets_one_bos_where_render_then_retokenize_gives_two(tmp_path, cache):
     """`--protocol prbench` tokenizes the chat directly: one BOS, where the reference route gives two."""
-    from tiny_models import CHAT_TEMPLATE, llama_config, make_tokenizer
     from tokenizers.processors import TemplateProcessing
     from transformers import LlamaForSequenceClassification
+
+    from personalized_rewardbench.testing.tiny_models import CHAT_TEMPLATE, llama_config, make_tokenizer
 
     tokenizer = make_tokenizer()
     tokenizer.add_special_tokens({"bos_token": "<|begin_of_text|>"})

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import build_tiny_reward_model, llama_config, make_tokenizer
 from transformers import (
     AutoTokenizer,
     BertConfig,
@@ -27,6 +26,7 @@ from personalized_rewardbench.runs.scorer_factory import make_scorer
 from personalized_rewardbench.scoring import shared_prefix as prefix_scoring
 from personalized_rewardbench.scoring.devices import select_attn_implementation
 from personalized_rewardbench.scoring.shared_prefix import shared_prefix_cost
+from personalized_rewardbench.testing.tiny_models import build_tiny_reward_model, llama_config, make_tokenizer
 
 TOLERANCE = 1e-4
 
@@ -129,7 +129,8 @@ def _merging_template_model(tmp_path: Path) -> Path:
     folder = build_tiny_reward_model(tmp_path / "merging-rm")
     tokenizer = AutoTokenizer.from_pretrained(folder)
     tokenizer.chat_template = (
-        "{% for message in messages %}{{ '<|im_start|>' + message['role'] + message['content'] + '<|im_end|>' }}{% endfor %}"
+        "{% for message in messages %}"
+        "{{ '<|im_start|>' + message['role'] + message['content'] + '<|im_end|>' }}{% endfor %}"
         "{% if add_generation_prompt %}{{ '<|im_start|>assistant' }}{% endif %}"
     )
     tokenizer.save_pretrained(folder)

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import CHAT_TEMPLATE, llama_config
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
@@ -25,8 +24,12 @@ from personalized_rewardbench.runs.scorer_factory import make_scorer
 from personalized_rewardbench.scoring import judge_backends, judges, registry, verdicts
 from personalized_rewardbench.scoring.judge_prompts import PAIRWISE_SYSTEM, SCORE_SYSTEM
 from personalized_rewardbench.scoring.verdicts import choice_logprobs, read_choices
+from personalized_rewardbench.testing.tiny_models import CHAT_TEMPLATE, llama_config
 
-QWEN2_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+QWEN2_PATTERN = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
 SPECIAL = ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]
 
 

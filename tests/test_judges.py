@@ -1,7 +1,7 @@
 """LLM judges: verdict parsing, both orders, prompt contents, shared-prefix logits, figures, resume, CLI.
 
-A tiny random Llama (tests/tiny_models.py) stands in for the judge: its verdicts are meaningless but
-deterministic, and in generate mode it mostly states no verdict, which must be reported as such.
+A tiny random Llama (personalized_rewardbench.testing.tiny_models) stands in for the judge: its verdicts are
+meaningless but deterministic, and in generate mode it mostly states no verdict, which must be reported as such.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import build_tiny_causal_lm
+from cli_errors import user_error
 
 from personalized_rewardbench import cli
 from personalized_rewardbench.data.sources import load_source
@@ -33,6 +33,7 @@ from personalized_rewardbench.scoring.judges import (
 )
 from personalized_rewardbench.scoring.registry import resolve_spec
 from personalized_rewardbench.scoring.verdicts import parse_rating, parse_verdict, read_choices, strip_reasoning
+from personalized_rewardbench.testing.tiny_models import build_tiny_causal_lm
 
 # --------------------------------------------------------------------------------------------------
 # Fixtures and helpers
@@ -518,7 +519,7 @@ class CannedBackend:
     name = "canned"
 
     def __init__(self):
-        from tiny_models import make_tokenizer
+        from personalized_rewardbench.testing.tiny_models import make_tokenizer
 
         self.tokenizer = make_tokenizer()
         self.revision, self.device, self.max_length, self.shared_prefix_note = "canned", "cpu", 2048, ""
@@ -590,13 +591,13 @@ def test_canned_generations_give_hand_computed_figures(tmp_path):
 
 
 def test_a_checkpoint_without_language_model_head_is_refused(tmp_path, capsys):
-    from tiny_models import build_tiny_reward_model
+    from personalized_rewardbench.testing.tiny_models import build_tiny_reward_model
 
     model = build_tiny_reward_model(tmp_path / "tiny-rm")
     capsys.readouterr()
     assert cli.main(_args(model, tmp_path / "out", "judge-pairwise")) == 2
-    error = capsys.readouterr().err
-    assert error.count("\n") == 1 and "lm_head.weight is missing" in error and "not tied" in error
+    error, hint = user_error(capsys.readouterr().err)
+    assert "lm_head.weight is missing" in error and "not tied" in error and "--model-type classifier" in hint
 
 
 def test_max_new_tokens_must_leave_room_for_the_prompt(tiny_lm, tmp_path, capsys):
@@ -655,12 +656,13 @@ def test_registry_patterns_and_judge_entries():
 def test_template_switches_come_from_the_registry(tiny_lm, tmp_path):
     from dataclasses import replace
 
-    from tiny_models import CHAT_TEMPLATE
+    from personalized_rewardbench.testing.tiny_models import CHAT_TEMPLATE
 
     # A Qwen3-like template: an empty think block in the generation prompt when enable_thinking is false.
     thinking = CHAT_TEMPLATE.replace(
         "{{ '<|im_start|>assistant\n' }}",
-        "{{ '<|im_start|>assistant\n' }}{% if enable_thinking is defined and not enable_thinking %}{{ '<think>\n\n</think>\n\n' }}{% endif %}",
+        "{{ '<|im_start|>assistant\n' }}"
+        "{% if enable_thinking is defined and not enable_thinking %}{{ '<think>\n\n</think>\n\n' }}{% endif %}",
     )
     assert thinking != CHAT_TEMPLATE
     spec = replace(
@@ -681,7 +683,7 @@ def test_template_switches_come_from_the_registry(tiny_lm, tmp_path):
 def test_a_template_that_drops_assistant_turns_falls_back_to_plain_tokenization(tiny_lm, tmp_path):
     from dataclasses import replace
 
-    from tiny_models import CHAT_TEMPLATE
+    from personalized_rewardbench.testing.tiny_models import CHAT_TEMPLATE
 
     user_only = CHAT_TEMPLATE.replace(
         "{% for message in messages %}", "{% for message in messages if message['role'] != 'assistant' %}"

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from tiny_models import build_tiny_reward_model
 
 from personalized_rewardbench.runs.distributed import single_launch_notice
+from personalized_rewardbench.testing.tiny_models import build_tiny_reward_model
 
 pytest.importorskip("accelerate")
 
@@ -56,8 +56,8 @@ def test_two_processes_write_what_one_process_writes(tmp_path):
     # accelerate's --cpu starts one process without MPI; --multi_gpu starts N torch.distributed processes,
     # and on a machine without CUDA they use gloo on the CPU
     launch = [
-        _accelerate(), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-        "--dynamo_backend", "no", "--main_process_port", str(_free_port()),
+        _accelerate(), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+        "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(_free_port()),
     ]  # fmt: skip
     multi = subprocess.run(
         [*launch, *evaluate, "--output", str(tmp_path / "two")], env=env, capture_output=True, text=True, timeout=240
@@ -108,8 +108,9 @@ def test_a_launch_that_started_one_process_is_noticed(tmp_path):
         "no",
     ]
     done = subprocess.run(
-        [*launch, "--main_process_port", str(_free_port()), "-m", "personalized_rewardbench", "evaluate", "--model", "baseline:length",
-         "--data", "sample", "--limit", "1", "--output", str(tmp_path / "out"), "--no-progress"],
+        [*launch, "--main_process_port", str(_free_port()), "-m", "personalized_rewardbench", "evaluate",
+         "--model", "baseline:length", "--data", "sample", "--limit", "1", "--output", str(tmp_path / "out"),
+         "--no-progress"],
         env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx2
 import huggingface_hub
 import pytest
+from cli_errors import user_error
 from huggingface_hub import constants
 from huggingface_hub.utils import _http
 from local_hub import INITIAL_GITATTRIBUTES, LocalHub
@@ -75,9 +76,9 @@ def _push(folder: Path, tag: str = "v0.1.0", *extra: str) -> int:
 
 
 def _one_line_error(capsys) -> str:
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("prbench: error: ") and "\n" not in err, err
-    return err
+    """The error line and its hint as one string (see cli_errors.user_error for the shape)."""
+    line, hint = user_error(capsys.readouterr().err)
+    return f"{line} (hint: {hint})" if hint else line
 
 
 def _all_local(hub: LocalHub, sent: list[httpx2.URL]) -> None:
@@ -193,5 +194,5 @@ def test_unreachable_hub_and_offline_mode_are_one_line(release, hub, online, cap
     monkeypatch.setattr(constants, "ENDPOINT", hub.endpoint)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     assert _push(release) == 2
-    assert "HF_HUB_OFFLINE is set: unset it to push to me/prb" in _one_line_error(capsys)
+    assert _one_line_error(capsys).endswith("HF_HUB_OFFLINE is set: cannot push to me/prb (hint: unset HF_HUB_OFFLINE)")
     assert hub.requests == []

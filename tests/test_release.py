@@ -9,6 +9,7 @@ from pathlib import Path
 import datasets
 import pyarrow.parquet as pq
 import pytest
+from cli_errors import user_error
 from row_factory import make_row, write_upstream_folder
 
 from personalized_rewardbench.cli import main
@@ -143,8 +144,8 @@ def test_hub_source_missing_offline_is_one_line(tmp_path, capsys):
     code = main(
         ["release", "build", "--source", "hub:nobody/not-there", "--version", "0.1.0", "--out", str(tmp_path / "x")]
     )
-    err = capsys.readouterr().err.strip()
-    assert code == 2 and "\n" not in err and "hub:nobody/not-there" in err
+    err, hint = user_error(capsys.readouterr().err)
+    assert code == 2 and "hub:nobody/not-there: not in the local Hub cache" in err and hint == "download it once online"
     assert not (tmp_path / "x").exists()
 
 
@@ -180,9 +181,8 @@ def test_bad_rows_stop_the_build_with_one_line(tmp_path, capsys, mutate, expecte
     path = _broken(tmp_path, mutate)
     out = tmp_path / "release"
     code = main(["release", "build", "--source", str(tmp_path / "up"), "--version", "0.1.0", "--out", str(out)])
-    err = capsys.readouterr().err.strip()
+    err, _hint = user_error(capsys.readouterr().err)
     assert code == 2
-    assert err.count("\n") == 0
     assert str(path) in err and expected in err
     assert not out.exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".release")]
@@ -243,10 +243,14 @@ def test_push_dry_run_prints_the_plan_and_touches_nothing(sample_release, capsys
 def test_push_checks_tag_and_token_before_any_network(sample_release, capsys, monkeypatch):
     monkeypatch.delenv("HF_TOKEN", raising=False)
     assert main(["release", "push", "--dir", str(sample_release), "--repo", "me/prb", "--tag", "v9.9.9"]) == 2
-    assert "is not the release's tag: use --tag v0.1.0" in capsys.readouterr().err
+    err, hint = user_error(capsys.readouterr().err)
+    assert "--tag v9.9.9 is not the release's tag v0.1.0" in err and hint == "pass --tag v0.1.0"
     assert main(["release", "push", "--dir", str(sample_release), "--repo", "me/prb", "--tag", "v0.1.0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["prbench: error: no Hugging Face token: run 'hf auth login' or set HF_TOKEN, then push again"]
+    assert err == [
+        "prbench: error: no Hugging Face token",
+        "  hint: run 'hf auth login' or set HF_TOKEN, then push again",
+    ]
 
 
 def test_made_up_row_is_valid():
@@ -273,7 +277,7 @@ def test_force_never_replaces_a_folder_it_did_not_write(tmp_path, capsys, monkey
     a_file = project / "notes.txt"
     a_file.write_text("mine")
     assert main(["release", "build", "--source", "sample", "--version", "1.0.0", "--out", str(a_file), "--force"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    err = [line for line in capsys.readouterr().err.strip().splitlines() if not line.startswith("  hint: ")]
     assert len(err) == 4 and all(line.startswith("prbench: error: --out") for line in err)
     assert (project / "main.py").read_text() == "code" and a_file.read_text() == "mine"
 

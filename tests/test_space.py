@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_errors import user_error
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 from space_server import APP, REPO, cli_results, running_space
-from tiny_models import build_tiny_causal_lm, build_tiny_reward_model
 
 from personalized_rewardbench.data.schema import SUBSETS
 from personalized_rewardbench.errors import UserError
@@ -42,6 +42,7 @@ from personalized_rewardbench.space.views import (
     verdict_text,
     worst_pairs_frame,
 )
+from personalized_rewardbench.testing.tiny_models import build_tiny_causal_lm, build_tiny_reward_model
 
 SPACE_DIR = REPO / "space"
 SECRET = "hf_thisIsAFakeTokenForTheLeakTest"
@@ -215,8 +216,9 @@ def test_allowlist_is_the_only_door(tmp_path):
     assert not any(model.trust_remote_code for model in allowlist.models.values())
     custom_code = tmp_path / "custom.yaml"
     custom_code.write_text(yaml.safe_dump({"models": [{"id": "nicolinho/QRM-Llama3.1-8B", "type": "classifier"}]}))
-    with pytest.raises(UserError, match="trust_remote_code: true"):
+    with pytest.raises(UserError, match="the model registry runs it with custom code") as refused:
         load_allowlist(custom_code)
+    assert refused.value.where == str(custom_code) and "trust_remote_code: true" in refused.value.hint
     typo = tmp_path / "typo.yaml"
     typo.write_text(yaml.safe_dump({"models": [{"id": "a/b", "type": "classifier", "max_lenght": 10}]}))
     with pytest.raises(UserError, match="unknown field 'max_lenght'"):
@@ -378,9 +380,8 @@ def test_a_configuration_error_ends_start_up_in_one_line(tmp_path, env, message)
         [sys.executable, str(APP)], cwd=tmp_path, env={**os.environ, **env}, capture_output=True, text=True, timeout=120
     )
     assert started.returncode == 2
-    err = started.stderr.strip()
-    assert "Traceback" not in started.stderr and "\n" not in err, started.stderr
-    assert err.startswith("space/app.py: error: ") and message in err
+    err, _hint = user_error(started.stderr, prog="space/app.py")
+    assert message in err
 
 
 def test_results_store_commits_finished_runs_before_reporting(tmp_path, monkeypatch):

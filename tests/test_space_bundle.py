@@ -19,7 +19,8 @@ def test_space_bundle_is_self_contained(tmp_path, capsys):
     assert not list(out.rglob("__pycache__"))
     probe = (
         "import json, sys; sys.path.insert(0, '.');"
-        "import personalized_rewardbench as p; from personalized_rewardbench.accuracy import pointwise_accuracy; from personalized_rewardbench.resources import metric_dir;"
+        "import personalized_rewardbench as p; from personalized_rewardbench.accuracy import pointwise_accuracy;"
+        "from personalized_rewardbench.resources import metric_dir;"
         "r = pointwise_accuracy([2.0, 1.0, 0.0], [1.0, 1.0, 3.0]);"
         "print(json.dumps([p.__file__, str(metric_dir()), r['accuracy'], r['num_ties']]))"
     )

@@ -98,7 +98,9 @@ Examples:
     With a subset name per pair, added in batches:
 
     >>> metric.add_batch(chosen_scores=[2.5, 0.25], rejected_scores=[1.0, 0.75], subsets=["Art", "Society"])
-    >>> metric.add_batch(chosen_scores=[1.0, -0.5, 3.0], rejected_scores=[1.0, -2.0, 0.5], subsets=["Society", "Art", "Society"])
+    >>> metric.add_batch(
+    ...     chosen_scores=[1.0, -0.5, 3.0], rejected_scores=[1.0, -2.0, 0.5], subsets=["Society", "Art", "Society"]
+    ... )
     >>> results = metric.compute()
     >>> print(results["accuracy"], round(results["macro_accuracy"], 4))
     0.6 0.6667

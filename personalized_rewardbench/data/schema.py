@@ -68,7 +68,7 @@ def check_subset(name: str) -> str:
 
 
 def _fail(source: str, row_ref: str, field: str, problem: str) -> SchemaError:
-    return SchemaError(f"{source}: row {row_ref}: field '{field}': {problem}")
+    return SchemaError(f"row {row_ref}: field '{field}': {problem}", where=source)
 
 
 def _check_struct_list(value: Any, keys: Mapping[str, Any], source: str, ref: str, field: str) -> None:

@@ -70,7 +70,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as error:
                 raise UserError(
-                    f"{path}: line {line_number}: not valid JSON ({error.msg}); fix or remove that line"
+                    f"line {line_number}: not valid JSON ({error.msg})", "fix or remove that line", where=path
                 ) from None
     return rows
 
@@ -84,7 +84,7 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
         raise
     except (OSError, ValueError) as error:
         raise UserError(
-            f"{path}: cannot read ({type(error).__name__}: {error}); is it a valid {path.suffix[1:]} file?"
+            f"cannot read it as a {path.suffix[1:]} file ({type(error).__name__}: {error})", where=path
         ) from None
 
 
@@ -106,12 +106,16 @@ def _content_revision(files: list[Path]) -> str:
 
 def _load_folder(folder: Path, spec: str, kind: str, revision: str | None = None) -> Source:
     if not folder.is_dir():
-        raise UserError(f"data folder {folder} does not exist: pass 'sample', a folder, or hub:OWNER/NAME[@REV]")
+        raise UserError(
+            "the data folder does not exist", "pass --data sample, a folder, or hub:OWNER/NAME[@REV]", where=folder
+        )
     found = {subset: _subset_files(folder, subset) for subset in SUBSETS}
     if not any(found.values()):
         raise UserError(
-            f"{folder}: no subset files found; expected <Config>/test-*.parquet (or .jsonl) "
-            f"or data/<Config>/test-*.parquet for Configs {', '.join(SUBSETS)}"
+            "no subset files found",
+            "write <Config>/test-*.parquet (or .jsonl) or data/<Config>/test-*.parquet "
+            f"for Configs {', '.join(SUBSETS)}",
+            where=folder,
         )
     rows: dict[str, list[dict[str, Any]]] = {}
     files: dict[str, Path] = {}
@@ -123,7 +127,7 @@ def _load_folder(folder: Path, spec: str, kind: str, revision: str | None = None
             subset_rows.extend(_read_rows(path))
         label = str(paths[0]) if len(paths) == 1 else f"{paths[0].parent}/test-*"
         if not subset_rows:
-            raise UserError(f"{label}: holds no rows; remove the file or fill it")
+            raise UserError("holds no rows", "remove the file or fill it", where=label)
         rows[subset] = validate_rows(subset_rows, label)
         files[subset] = paths[0]
     check_unique_ids(rows, str(folder))
@@ -148,7 +152,7 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError:
-        raise UserError(f"{path}: not valid JSON; rebuild the release with 'prbench release build'") from None
+        raise UserError("not valid JSON", "rebuild the release with 'prbench release build'", where=path) from None
 
 
 def check_unique_ids(rows: dict[str, list[dict[str, Any]]], source: str) -> None:
@@ -158,7 +162,9 @@ def check_unique_ids(rows: dict[str, list[dict[str, Any]]], source: str) -> None
         for row in subset_rows:
             if row["id"] in owner:
                 raise UserError(
-                    f"{source}: row {row['id']}: field 'id': in both {owner[row['id']]} and {subset}; ids must be unique across subsets"
+                    f"row {row['id']}: field 'id': in both {owner[row['id']]} and {subset}",
+                    "ids must be unique across subsets",
+                    where=source,
                 )
             owner[row["id"]] = subset
 
@@ -187,15 +193,15 @@ def _load_hub(spec: str) -> Source:
         local = Path(snapshot_download(repo_id, repo_type="dataset", revision=revision, allow_patterns=patterns))
     except (RepositoryNotFoundError, RevisionNotFoundError) as error:
         raise UserError(
-            f"{spec}: {type(error).__name__}: check the repo id and revision (and your token for private repos)"
+            f"{spec}: {type(error).__name__}", "check the repo id and revision (and your token for private repos)"
         ) from None
     except LocalEntryNotFoundError:
         raise UserError(
-            f"{spec}: not in the local Hub cache and the Hub cannot be reached (offline?); download it once online"
+            f"{spec}: not in the local Hub cache and the Hub cannot be reached (offline?)", "download it once online"
         ) from None
     except (HfHubHTTPError, OSError) as error:
         raise UserError(
-            f"{spec}: download failed ({type(error).__name__}); check the network or use a local folder"
+            f"{spec}: download failed ({type(error).__name__})", "check the network, or pass a local folder as --data"
         ) from None
     # snapshot folders are named after the resolved commit
     return _load_folder(local, spec, "hub", revision=local.name)

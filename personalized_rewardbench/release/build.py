@@ -48,7 +48,7 @@ def check_version(version: str) -> str:
     """Accept `X.Y.Z` (a leading `v` is dropped); raise UserError otherwise."""
     bare = version.removeprefix("v")
     if not _SEMVER.match(bare):
-        raise UserError(f"bad --version {version!r}: use semantic versioning X.Y.Z, e.g. 1.0.0")
+        raise UserError(f"bad --version {version!r}: not semantic versioning X.Y.Z", "e.g. --version 1.0.0")
     return bare
 
 
@@ -93,7 +93,7 @@ def _changelog(version: str, source: Source, previous: Path | None, notes: str |
         older = previous.read_text(encoding="utf-8").split("\n## ", 1)
         older = "\n## " + older[1] if len(older) == 2 else ""
         if f"## v{version} " in older:
-            raise UserError(f"--changelog {previous}: already has an entry for v{version}; choose a new version")
+            raise UserError(f"--changelog {previous}: already has an entry for v{version}", "choose a new --version")
     return header + "\n" + "\n".join(entry) + "\n" + older
 
 
@@ -175,7 +175,7 @@ def build_release(
     version = check_version(version)
     if out.expanduser().resolve().name + ".py" == RELEASE_SCRIPT_NAME:
         raise UserError(
-            f"--out {out}: datasets refuses a folder holding '{RELEASE_SCRIPT_NAME}'; choose another folder name"
+            f"--out {out}: datasets refuses a folder holding '{RELEASE_SCRIPT_NAME}'", "choose another folder name"
         )
     check_target(out, force, RELEASE_MANIFEST)
     source = load_source(source_spec)

@@ -31,18 +31,18 @@ def plan_push(folder: Path, repo_id: str, tag: str) -> PushPlan:
     manifest = read_manifest(folder)
     if manifest is None:
         raise UserError(
-            f"--dir {folder}: not a release folder (no {RELEASE_MANIFEST}); build one with 'prbench release build'"
+            f"--dir {folder}: not a release folder (no {RELEASE_MANIFEST})", "build one with 'prbench release build'"
         )
     if repo_id.count("/") != 1 or not all(repo_id.split("/")):
         raise UserError(f"bad --repo {repo_id!r}: write OWNER/NAME")
     version = manifest.get("version")
     if not tag.startswith("v") or check_version(tag) != version:
-        raise UserError(f"--tag {tag} is not the release's tag: use --tag v{version}")
+        raise UserError(f"--tag {tag} is not the release's tag v{version}", f"pass --tag v{version}")
     built_for = manifest.get("repo_id")
     if built_for and built_for != repo_id:
         raise UserError(
-            f"--dir {folder} was built for {built_for} (its card loads from there); "
-            f"rebuild with 'prbench release build --repo {repo_id}' or push to {built_for}"
+            f"--dir {folder} was built for {built_for} (its card loads from there)",
+            f"rebuild with 'prbench release build --repo {repo_id}', or push to --repo {built_for}",
         )
     files = sorted(
         (path.relative_to(folder).as_posix(), path.stat().st_size)
@@ -64,7 +64,7 @@ def push_release(plan: PushPlan, token: str | None = None, endpoint: str | None 
 
     token = token or get_token()
     if not token:
-        raise UserError("no Hugging Face token: run 'hf auth login' or set HF_TOKEN, then push again")
+        raise UserError("no Hugging Face token", "run 'hf auth login' or set HF_TOKEN, then push again")
     api = HfApi(token=token, endpoint=endpoint)
     try:
         api.create_repo(plan.repo_id, repo_type="dataset", exist_ok=True)
@@ -74,7 +74,8 @@ def push_release(plan: PushPlan, token: str | None = None, endpoint: str | None 
             tags = set()
         if plan.tag in tags:
             raise UserError(
-                f"tag {plan.tag} already exists on {plan.repo_id}; releases are immutable: bump the version"
+                f"tag {plan.tag} already exists on {plan.repo_id}; releases are immutable",
+                "build the release again with a higher --version",
             )
         commit = api.upload_folder(
             repo_id=plan.repo_id,
@@ -89,13 +90,13 @@ def push_release(plan: PushPlan, token: str | None = None, endpoint: str | None 
     except HfHubHTTPError as error:
         status = getattr(error.response, "status_code", "?")
         raise UserError(
-            f"push to {plan.repo_id} failed (HTTP {status}); check the token's write access and the repo id"
+            f"push to {plan.repo_id} failed (HTTP {status})", "check the token's write access and the --repo id"
         ) from None
     except OfflineModeIsEnabled:
-        raise UserError(f"HF_HUB_OFFLINE is set: unset it to push to {plan.repo_id}") from None
+        raise UserError(f"HF_HUB_OFFLINE is set: cannot push to {plan.repo_id}", "unset HF_HUB_OFFLINE") from None
     except TransportError as error:
         reason = (str(error).splitlines() or [type(error).__name__])[0]
-        raise UserError(f"cannot reach {api.endpoint} ({reason}); check the network or HF_ENDPOINT") from None
+        raise UserError(f"cannot reach {api.endpoint} ({reason})", "check the network or HF_ENDPOINT") from None
     except ValueError as error:  # upload_folder: the Hub's README metadata check (POST /api/validate-yaml) failed
         lines = str(error).splitlines()
         if not lines or not lines[0].startswith("Invalid metadata in README.md"):

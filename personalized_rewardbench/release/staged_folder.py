@@ -23,15 +23,15 @@ def check_target(out: Path, force: bool, marker: str) -> Path:
     """Resolve `out` and refuse anything that must not be created or replaced there."""
     out = out.expanduser().resolve()
     if out.exists() and not force:
-        raise UserError(f"--out {out} already exists; choose a new folder or pass --force to replace it")
+        raise UserError(f"--out {out} already exists", "choose a new folder, or pass --force to replace it")
     if out.exists():
         if not out.is_dir():
-            raise UserError(f"--out {out} is a file; --force replaces only a folder this command wrote")
+            raise UserError(f"--out {out} is a file", "--force replaces only a folder this command wrote")
         if out == Path.cwd().resolve() or out in Path.cwd().resolve().parents:
-            raise UserError(f"--out {out} is the current folder or holds it; choose another folder")
+            raise UserError(f"--out {out} is the current folder or holds it", "choose another folder")
         if any(out.iterdir()) and not (out / marker).exists():
             raise UserError(
-                f"--out {out} is not empty and has no {marker}; --force replaces only a folder this command wrote"
+                f"--out {out} is not empty and has no {marker}", "--force replaces only a folder this command wrote"
             )
     parent = out.parent
     while not parent.exists():

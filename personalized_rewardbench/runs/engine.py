@@ -6,7 +6,11 @@ scorer's batch plan is deterministic, the final scores equal those of an uninter
 every item is scored, the first process writes `scores.jsonl` (dataset order) and `results.json`,
 each atomically, and removes the partial logs.
 
->>> # run_evaluation(RunConfig(model="baseline:length"))
+>>> import tempfile
+>>> config = RunConfig(model="baseline:length", data="sample", output=tempfile.mkdtemp(), progress=False)
+>>> outcome = run_evaluation(config, log=lambda _message: None)
+>>> outcome.results["num_pairs"], sorted(path.name for path in outcome.run_dir.iterdir())
+(24, ['results.json', 'run.json', 'scores.jsonl'])
 """
 
 from __future__ import annotations
@@ -118,12 +122,15 @@ def _check_identity(run_dir: Path, identity: dict[str, Any]) -> None:
         try:
             stored = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError:
-            raise UserError(f"{path} is damaged (not valid JSON); delete {run_dir} to start that run over") from None
+            raise UserError(
+                f"the run's {RUN_FILE} is damaged (not valid JSON)", "delete that folder to start over", where=run_dir
+            ) from None
         if stored != identity:
             changed = sorted(key for key in identity if stored.get(key) != identity.get(key))
             raise UserError(
-                f"{run_dir} holds a run with a different {', '.join(changed)}; "
-                "pass another --output, or delete that folder to start over"
+                f"the run folder holds a run with a different {', '.join(changed)}",
+                "pass another --output, or delete that folder to start over",
+                where=run_dir,
             )
     else:
         write_json_atomic(path, identity)
@@ -230,7 +237,9 @@ def run_evaluation(
     missing = [item.id for item in data.items if item.id not in done]
     if missing:
         raise UserError(
-            f"{run_dir}: {len(missing)} items have no score (first: {missing[0]}); rerun the same command to finish"
+            f"{len(missing)} items have no score (first: {missing[0]})",
+            "rerun the same command to finish",
+            where=run_dir,
         )
     records = [done[item.id] for item in data.items]
     runtime = {

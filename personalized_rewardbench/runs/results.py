@@ -125,7 +125,8 @@ def format_table(results: dict[str, Any]) -> str:
     for name, figures in rows:
         low, high = figures["ci95"]
         lines.append(
-            f"{name:<36} {figures['num_pairs']:>6} {figures['ties']:>5} {100 * figures['accuracy']:>8.2f}%  [{100 * low:.2f}, {100 * high:.2f}]"
+            f"{name:<36} {figures['num_pairs']:>6} {figures['ties']:>5} {100 * figures['accuracy']:>8.2f}%  "
+            f"[{100 * low:.2f}, {100 * high:.2f}]"
         )
     lines.append(f"{'macro (mean over subsets)':<36} {'':>6} {'':>5} {100 * results['macro_accuracy']:>8.2f}%")
     return "\n".join(lines)

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from personalized_rewardbench.errors import UserError
-from personalized_rewardbench.runs.config import RunConfig
+from personalized_rewardbench.runs.config import MODEL_TYPES, RunConfig
 from personalized_rewardbench.scoring.base import Scorer
 from personalized_rewardbench.scoring.judge_backends import JudgeSettings
 from personalized_rewardbench.scoring.protocols import UPSTREAM_MAX_LENGTH
 from personalized_rewardbench.scoring.registry import resolve_spec
-
-MODEL_TYPES = ("auto", "classifier", "judge-pairwise", "judge-score")
 
 
 def make_scorer(config: RunConfig) -> Scorer:

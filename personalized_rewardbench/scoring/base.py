@@ -132,7 +132,7 @@ def token_budget_batches(lengths: list[int], budget: int, max_batch: int = 256) 
     A single sequence longer than the budget gets a batch of its own.
 
     >>> token_budget_batches([5, 1, 4, 2], budget=8)
-    [[0, 2], [3, 1]]
+    [[0], [2, 3], [1]]
     """
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     batches: list[list[int]] = []

@@ -16,7 +16,7 @@ def select_device(requested: str = "auto") -> torch.device:
     if requested == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if requested == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda: no CUDA GPU is visible; use --device cpu or auto")
+        raise UserError("--device cuda: no CUDA GPU is visible", "pass --device cpu or auto")
     if requested not in ("cpu", "cuda"):
         raise UserError(f"unknown --device {requested!r}: choose auto, cpu or cuda")
     return torch.device(requested)

@@ -41,13 +41,11 @@ Model quirks come from the registry: ``ModelSpec.logits_template_kwargs`` (e.g. 
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import Any, NamedTuple, NoReturn
 
-from personalized_rewardbench.accuracy import metric_dir, pairwise_accuracy
+from personalized_rewardbench.accuracy import metric_module, pairwise_accuracy
 from personalized_rewardbench.data.eval_items import EvalItem
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.scoring.base import (
@@ -363,16 +361,6 @@ class PairwiseJudge(_Judge):
         return {**judge_figures(records), "shortened_questions": shortened_questions(records)}
 
 
-@lru_cache(maxsize=1)
-def _metric_functions():
-    """The metric module's plain functions (it exposes them for use without `evaluate`)."""
-    path = metric_dir() / "personalized_accuracy.py"
-    spec = importlib.util.spec_from_file_location("_prbench_metric_functions", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def pair_interval(correct_verdicts: int, num_pairs: int) -> list[float]:
     """95 % interval of a verdict accuracy over both orders, with the pair as the unit.
 
@@ -384,7 +372,7 @@ def pair_interval(correct_verdicts: int, num_pairs: int) -> list[float]:
     >>> [round(x, 4) for x in pair_interval(16, 10)]  # p = 0.8 over 10 pairs, like 8 of 10
     [0.4902, 0.9433]
     """
-    functions = _metric_functions()
+    functions = metric_module()
     low, high = functions.wilson_interval(correct_verdicts, 2 * num_pairs, z=functions.Z_95 * math.sqrt(2))
     return [float(low), float(high)]
 

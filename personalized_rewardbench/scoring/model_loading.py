@@ -42,19 +42,19 @@ def check_model_path(model: str) -> None:
     >>> check_model_path("./typo_model")
     Traceback (most recent call last):
     ...
-    personalized_rewardbench.errors.UserError: no such model folder: ./typo_model (pass a folder written by save_pretrained, or a Hub id OWNER/NAME)
+    personalized_rewardbench.errors.UserError: no such model folder: ./typo_model
     """
     path = Path(model).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise UserError(
-                f"{model} is not a model folder (no config.json); pass the folder written by save_pretrained"
+                "not a model folder (no config.json)", "pass the folder written by save_pretrained", where=model
             )
     elif path.exists():
-        raise UserError(f"{model} is not a model folder (it is a file); pass the folder that holds config.json")
+        raise UserError("not a model folder (it is a file)", "pass the folder that holds config.json", where=model)
     elif _looks_local(model):
         raise UserError(
-            f"no such model folder: {model} (pass a folder written by save_pretrained, or a Hub id OWNER/NAME)"
+            f"no such model folder: {model}", "pass a folder written by save_pretrained, or a Hub id OWNER/NAME"
         )
 
 
@@ -119,7 +119,8 @@ def _load(auto_class, model: str, spec: ModelSpec, revision: str | None, device_
         ) from None
     except ValueError as error:
         raise UserError(
-            f"model {model!r} is not a {auto_class.__name__.removeprefix('AutoModelFor')} model: {str(error).splitlines()[0][:200]}"
+            f"model {model!r} is not a {auto_class.__name__.removeprefix('AutoModelFor')} model: "
+            f"{str(error).splitlines()[0][:200]}"
         ) from None
     return loaded.to(device).eval(), info, device, dtype
 
@@ -130,8 +131,8 @@ def load_classifier(model: str, spec: ModelSpec, revision: str | None, device: s
     head_missing = sorted(key for key in info.get("missing_keys", []) if key.split(".")[0] in _HEAD_MODULES)
     if head_missing:
         raise UserError(
-            f"{model!r} has no trained classification head ({head_missing[0]} is missing from the checkpoint); "
-            "pass a reward model checkpoint, or use --model-type judge-pairwise/judge-score for chat models"
+            f"{model!r} has no trained classification head ({head_missing[0]} is missing from the checkpoint)",
+            "pass a reward model checkpoint, or --model-type judge-pairwise/judge-score for chat models",
         )
     return loaded, device_, dtype_
 
@@ -163,8 +164,8 @@ def load_causal_lm(model: str, spec: ModelSpec, revision: str | None, device: st
     if missing:
         raise UserError(
             f"{model!r} has no trained language-model head ({missing} is missing from the checkpoint and the "
-            "embeddings are not tied), so a judge would read random logits; pass a chat (causal LM) checkpoint, "
-            "or use --model-type classifier for reward models"
+            "embeddings are not tied), so a judge would read random logits",
+            "pass a chat (causal LM) checkpoint, or --model-type classifier for reward models",
         )
     return loaded, device_, dtype_
 

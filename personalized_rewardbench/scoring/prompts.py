@@ -22,7 +22,8 @@ The user turn's wording under ``--protocol prbench`` (the assistant turn is alwa
   the user to ``--protocol upstream``.
 
 >>> from personalized_rewardbench.data.eval_items import EvalItem, ProfilePost
->>> item = EvalItem("0_0_1", "Art_and_Entertainment", "Which anime next?", (ProfilePost("anime", "I loved Mushishi."),), "A", "B")
+>>> posts = (ProfilePost("anime", "I loved Mushishi."),)
+>>> item = EvalItem("0_0_1", "Art_and_Entertainment", "Which anime next?", posts, "A", "B")
 >>> print(user_message(item, "posts-first"))
 Post 1 (Category: anime):
 I loved Mushishi.
@@ -60,7 +61,10 @@ def user_message(item: EvalItem, template: str = "default") -> str:
         return item.question
     if template == "posts-first":
         return f"{format_posts(item.posts)}\n\n{item.question}"
-    return f"Here are some of my earlier posts, most relevant first:\n\n{format_posts(item.posts)}\n\nMy question:\n{item.question}"
+    return (
+        f"Here are some of my earlier posts, most relevant first:\n\n{format_posts(item.posts)}"
+        f"\n\nMy question:\n{item.question}"
+    )
 
 
 def reward_chat(item: EvalItem, answer: str, template: str = "default") -> list[dict[str, str]]:

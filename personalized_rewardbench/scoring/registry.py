@@ -21,8 +21,6 @@ from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from typing import Any
 
-SCORE_RULES = ("auto", "logit", "last_class_prob")
-
 
 @dataclass(frozen=True)
 class ModelSpec:

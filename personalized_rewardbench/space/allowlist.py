@@ -64,7 +64,7 @@ class Allowlist:
         self.models: dict[str, AllowedModel] = {}
         for model in models:
             if model.id in self.models:
-                raise UserError(f"allowlist: model {model.id!r} is listed twice; keep one entry")
+                raise UserError(f"allowlist: model {model.id!r} is listed twice", "keep one entry")
             self.models[model.id] = model
 
     def get(self, model_id: str | None) -> AllowedModel:
@@ -108,7 +108,9 @@ def _entry(raw: Any, where: str) -> AllowedModel:
         raise UserError(f"{where}: {model_id}: trust_remote_code must be true or false")
     if model_type != "baseline" and resolve_spec(model_id).trust_remote_code and not trust:
         raise UserError(
-            f"{where}: {model_id}: the model registry runs it with custom code; say trust_remote_code: true or remove it"
+            f"{model_id}: the model registry runs it with custom code",
+            "say trust_remote_code: true, or remove the entry",
+            where=where,
         )
     revision = raw.get("revision")
     return AllowedModel(
@@ -127,7 +129,7 @@ def local_model(folder: Path) -> AllowedModel:
     """A local model folder allowlisted as a classifier (its size read from the weight files)."""
     folder = folder.expanduser().resolve()
     if not (folder / "config.json").is_file():
-        raise UserError(f"extra model {folder}: no config.json there; pass a folder written by save_pretrained")
+        raise UserError("extra model: no config.json there", "pass a folder written by save_pretrained", where=folder)
     weight_bytes = sum(path.stat().st_size for path in folder.glob("*.safetensors")) or sum(
         path.stat().st_size for path in folder.glob("*.bin")
     )

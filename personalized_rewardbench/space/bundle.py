@@ -17,7 +17,7 @@ from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.release.staged_folder import staged_folder
 from personalized_rewardbench.resources import PACKAGE_DIR, metric_dir, resource
 
-_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".*")
+_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".*", "_bundled")  # _bundled: a wheel's copies
 
 
 def build_space_bundle(out: Path, force: bool = False) -> Path:
@@ -25,7 +25,7 @@ def build_space_bundle(out: Path, force: bool = False) -> Path:
     out = out.expanduser().resolve()
     space = resource("space")
     if not (space / "app.py").is_file():
-        raise UserError(f"{space}: no app.py; run this from a checkout of personalized-rewardbench")
+        raise UserError("no app.py", "run this from a checkout of personalized-rewardbench", where=space)
     with staged_folder(out, force=force, marker="app.py") as staging:
         for path in space.iterdir():
             if path.is_file() and not path.name.startswith("."):
@@ -41,7 +41,7 @@ def push_space_bundle(folder: Path, repo_id: str, hardware: str | None = "zero-a
     from huggingface_hub.errors import HfHubHTTPError
 
     if not get_token():
-        raise UserError("no Hugging Face token: run 'hf auth login' or set HF_TOKEN, then push again")
+        raise UserError("no Hugging Face token", "run 'hf auth login' or set HF_TOKEN, then push again")
     api = HfApi()
     try:
         api.create_repo(repo_id, repo_type="space", space_sdk="gradio", exist_ok=True)
@@ -52,5 +52,5 @@ def push_space_bundle(folder: Path, repo_id: str, hardware: str | None = "zero-a
             api.request_space_hardware(repo_id, hardware)
     except HfHubHTTPError as error:
         status = getattr(error.response, "status_code", "?")
-        raise UserError(f"push to Space {repo_id} failed (HTTP {status}); check the token's write access") from None
+        raise UserError(f"push to Space {repo_id} failed (HTTP {status})", "check the token's write access") from None
     return commit.oid

@@ -106,7 +106,7 @@ class RunService:
                 )
         except UserError as error:
             logger.warning("run of %s failed: %s", model_id, error)
-            raise UserError(failed_run_message(str(error))) from None
+            raise UserError(failed_run_message(error)) from None
         return {
             "results": outcome.results,
             "records": outcome.records,

@@ -71,7 +71,7 @@ class ResultsStore:
         if not self.repo_id:
             return []
         if not self._token:
-            return [f"results repo {self.repo_id} is set but no token is available: results stay in {self.folder}"]
+            return [f"results repo {self.repo_id} is set but no token is available: results stay on this Space's disk"]
         notices = self._restore()
         try:
             from huggingface_hub import CommitScheduler
@@ -87,7 +87,7 @@ class ResultsStore:
             )
         except Exception as error:  # the Space still works with local results
             notices.append(
-                f"cannot sync results to {self.repo_id} ({type(error).__name__}); results stay in {self.folder}"
+                f"cannot sync results to {self.repo_id} ({type(error).__name__}); results stay on this Space's disk"
             )
         for notice in notices:
             logger.warning(notice)

@@ -71,7 +71,7 @@ def _margin(record: dict[str, Any]) -> float:
 # -- one run --------------------------------------------------------------------------------------
 def _interval_note(results: dict[str, Any]) -> str:
     """Which unit the 95 % interval is computed over (judge runs say so in results.json when it is pairs)."""
-    unit = results.get("ci95_unit") or results.get("ci95_level")
+    unit = results.get("ci95_unit")
     if unit:
         return f" (at the {str(unit).rstrip('s')} level)"
     if results.get("num_verdicts"):
@@ -87,8 +87,6 @@ def _judge_lines(results: dict[str, Any]) -> list[str]:
         f"{interval(*results['ci95'])}{_interval_note(results)}; no verdict: {results.get('no_verdict', results.get('ties', 0))} "
         f"of {verdicts}; protocol {protocol_label(results)}; data {public_dataset(results.get('dataset'))}.",
     ]
-    if "ci95_pairs" in results:
-        lines.append(f"95 % interval at the pair level: {interval(*results['ci95_pairs'])}.")
     parts = []
     if "consistent_accuracy" in results:
         parts.append(f"right in both orders on {100 * results['consistent_accuracy']:.2f} % of pairs")
