@@ -21,7 +21,8 @@ Method: each measurement is a separate subprocess (load, one warm-up forward, th
 peak memory is its own: `resource.getrusage(RUSAGE_SELF).ru_maxrss` (peak resident set, which sees torch's
 allocations, unlike tracemalloc). The paths run in alternating order (forward, then reversed) `--repeats`
 times; throughput is each path's best (fastest) repeat, the measurement least disturbed by other work on
-the machine. Time includes tokenization and, for the engine, planning and its one shared-prefix check.
+the machine. Time includes tokenization and, for the engine, planning (its one shared-prefix check, once per
+model, runs in the warm-up plan).
 
     .venv/bin/python benchmarks/scoring_throughput.py            # about 10-15 minutes on 2 CPU cores
 

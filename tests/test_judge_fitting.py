@@ -8,13 +8,14 @@ import json
 from pathlib import Path
 
 import pytest
-from tiny_models import build_tiny_causal_lm
+from cli_errors import user_error
 
 from personalized_rewardbench import cli
 from personalized_rewardbench.runs.config import RunConfig
 from personalized_rewardbench.runs.engine import prepare_items
 from personalized_rewardbench.runs.scorer_factory import make_scorer
 from personalized_rewardbench.scoring.base import AnswerGroup
+from personalized_rewardbench.testing.tiny_models import build_tiny_causal_lm
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +110,7 @@ def test_over_long_prompts_lose_posts_then_the_question_end_never_an_answer(
 def test_a_judge_refuses_in_one_line_when_the_answers_alone_do_not_fit(tiny_lm, tmp_path, capsys):
     out = tmp_path / "out"
     assert cli.main(_settings(tiny_lm, out, "judge-pairwise", 400)) == 2
-    error = capsys.readouterr().err
-    assert error.count("\n") == 1 and "answers are never cut" in error and "pass a larger --max-length" in error
-    assert "item " in error and "over the 400 tokens" in error
+    error, hint = user_error(capsys.readouterr().err)
+    assert "answers are never cut" in error and "item " in error and "over the 400 tokens" in error
+    assert "pass a larger --max-length" in hint
     assert not list(out.rglob("scores.jsonl"))

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import build_tiny_causal_lm, build_tiny_reward_model
 
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.runs.config import RunConfig
@@ -16,6 +15,7 @@ from personalized_rewardbench.runs.engine import prepare_items
 from personalized_rewardbench.runs.scorer_factory import make_scorer
 from personalized_rewardbench.scoring import classifier as classifier_module
 from personalized_rewardbench.scoring.base import AnswerGroup, AnswerScores
+from personalized_rewardbench.testing.tiny_models import build_tiny_causal_lm, build_tiny_reward_model
 
 EXTRA = ("A short third answer.", "A fourth answer that goes on for a while, with details about the user's hobby.")
 

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-from tiny_models import build_tiny_causal_lm, build_tiny_reward_model
 
 from personalized_rewardbench.runs.config import RunConfig
 from personalized_rewardbench.runs.engine import prepare_items, run_evaluation
@@ -16,6 +15,7 @@ from personalized_rewardbench.runs.scorer_factory import make_scorer
 from personalized_rewardbench.scoring.base import Scorer, ScoringPlan
 from personalized_rewardbench.space.allowlist import AllowedModel
 from personalized_rewardbench.space.scorer_cache import ScorerCache, scorer_config
+from personalized_rewardbench.testing.tiny_models import build_tiny_causal_lm, build_tiny_reward_model
 
 RUNS = ({"profile_k": 3, "limit": 2}, {"profile_k": 0, "limit": 1, "subsets": ["Lifestyle_and_Personal_Development"]})
 

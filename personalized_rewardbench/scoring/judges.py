@@ -35,6 +35,14 @@ positions of the same pass), renormalised over the ratings. In generate mode the
 -1.0 for both answers, a tie, which the metric counts as wrong (the parsed rating is still kept in
 ``rating_*``).
 
+Over-long prompts follow the classifiers' policy (`fitting.py`): the lowest-ranked posts go first
+(``truncated``), then the question's end (marked ``…``; the record gets ``question_shortened: true`` and
+results.json counts ``shortened_questions``); an answer is never cut -- a prompt that does not fit with its
+answers alone is a one-line error. In generate mode ``--max-new-tokens`` of the max length are kept free.
+
+`score_answers` (Best-of-N, RL rewards) rates any number of answers per prompt with the rating judge; the
+pairwise judge gives no score per answer and refuses.
+
 Model quirks come from the registry: ``ModelSpec.logits_template_kwargs`` (e.g. Qwen3's
 ``enable_thinking=False``) are passed to the chat template in logits mode.
 """
@@ -45,7 +53,6 @@ import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple, NoReturn
 
-from personalized_rewardbench.accuracy import metric_module, pairwise_accuracy
 from personalized_rewardbench.data.eval_items import EvalItem
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.scoring.base import (
@@ -59,6 +66,7 @@ from personalized_rewardbench.scoring.base import (
 from personalized_rewardbench.scoring.devices import auto_batch_tokens
 from personalized_rewardbench.scoring.fitting import ELLIPSIS, fit_item, token_ends
 from personalized_rewardbench.scoring.judge_backends import JudgeSettings, make_backend, shared_prefix_length
+from personalized_rewardbench.scoring.judge_figures import judge_figures, pair_interval  # noqa: F401 - re-exported
 from personalized_rewardbench.scoring.judge_prompts import (
     LETTERS,
     PAIRWISE_PROMPT,
@@ -222,7 +230,8 @@ class _Judge(Scorer):
         raise UserError(
             f"item {item.id}: the {self.model_type} prompt takes {longest} tokens with its answers alone (no posts, "
             f"the question cut to '{ELLIPSIS}'), over the {room} tokens the max length of {self.backend.max_length} "
-            f"leaves{reserved}; answers are never cut: pass a larger --max-length, or use a model with a longer context"
+            f"leaves{reserved}; answers are never cut",
+            "pass a larger --max-length, or use a model with a longer context",
         )
 
     def _reader_depth(self) -> int:
@@ -243,8 +252,8 @@ class _Judge(Scorer):
 
     def score_answers(self, groups: Sequence[AnswerGroup]) -> list[AnswerScores]:
         raise UserError(
-            f"{self.name!r} as a {self.model_type} judge compares two answers and gives no score per answer; "
-            "use it as a judge-score judge (a 0-10 rating per answer) or a classifier reward model"
+            f"{self.name!r} as a {self.model_type} judge compares two answers and gives no score per answer",
+            "use it as a judge-score judge (a 0-10 rating per answer) or use a classifier reward model",
         )
 
     def _sharing(self, prompts: Sequence[list[list[int]]]) -> tuple[dict[str, Any], list[str]]:
@@ -359,60 +368,6 @@ class PairwiseJudge(_Judge):
         """Figures over both orders (2N verdicts), all through the metric module; they replace the
         pointwise defaults in results.json."""
         return {**judge_figures(records), "shortened_questions": shortened_questions(records)}
-
-
-def pair_interval(correct_verdicts: int, num_pairs: int) -> list[float]:
-    """95 % interval of a verdict accuracy over both orders, with the pair as the unit.
-
-    The Wilson interval at p = correct_verdicts / 2N with n = N pairs: the two verdicts of a pair count
-    as one observation, exact when the orders always agree and conservative otherwise (treating the 2N
-    verdicts as independent would be too narrow). Wilson depends on z and n through z^2 / n only, so it
-    is the metric module's `wilson_interval(correct_verdicts, 2N)` at z * sqrt(2).
-
-    >>> [round(x, 4) for x in pair_interval(16, 10)]  # p = 0.8 over 10 pairs, like 8 of 10
-    [0.4902, 0.9433]
-    """
-    functions = metric_module()
-    low, high = functions.wilson_interval(correct_verdicts, 2 * num_pairs, z=functions.Z_95 * math.sqrt(2))
-    return [float(low), float(high)]
-
-
-def judge_figures(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """results.json's pairwise-judge figures (see the module docstring): accuracies through the metric
-    module's "pairwise" config, intervals per pair (`pair_interval`)."""
-    metric = pairwise_accuracy
-    first = [r["verdict_chosen_first"] for r in records]
-    second = [r["verdict_chosen_second"] for r in records]
-    subsets = [r["subset"] for r in records]
-    both = metric(first + second, subsets + subsets)
-    consistent = metric([1 if a == b == 1 else -1 if -1 in (a, b) else 0 for a, b in zip(first, second)])
-    accuracy_first, accuracy_second = metric(first)["accuracy"], metric(second)["accuracy"]
-    return {
-        "accuracy": both["accuracy"],
-        "accuracy_ties_half": both["accuracy_ties_half"],
-        "macro_accuracy": both["macro_accuracy"],
-        "ci95": pair_interval(both["num_correct"], len(records)),
-        "ci95_unit": "pairs",  # the interval's unit (n = N pairs); accuracy itself is over 2N verdicts
-        "ci95_method": "wilson",
-        "num_verdicts": both["num_pairs"],
-        "no_verdict": both["num_no_verdict"],
-        "ties": both["num_no_verdict"],
-        "per_subset": {
-            name: {
-                "accuracy": figures["accuracy"],
-                "num_pairs": figures["num_pairs"] // 2,
-                "num_verdicts": figures["num_pairs"],
-                "no_verdict": figures["num_no_verdict"],
-                "ties": figures["num_no_verdict"],
-                "ci95": pair_interval(figures["num_correct"], figures["num_pairs"] // 2),
-            }
-            for name, figures in both["per_subset"].items()
-        },
-        "consistent_accuracy": consistent["accuracy"],
-        "accuracy_chosen_first": accuracy_first,
-        "accuracy_chosen_second": accuracy_second,
-        "position_bias": accuracy_first - accuracy_second,
-    }
 
 
 class ScoreJudge(_Judge):
