@@ -62,3 +62,14 @@ def make_items(count: int, seed: int = 0, posts: int = 10) -> list[EvalItem]:
             EvalItem(f"bench_{n}", "Art_and_Entertainment", text(40, 150), profile, text(60, 130), text(60, 130))
         )
     return items
+
+
+def make_answers(count: int, seed: int = 0, low: int = 250, high: int = 350) -> list[str]:
+    """`count` synthetic answers of `low`-`high` tokens (Best-of-N candidates of upstream-like length)."""
+    rng = random.Random(seed)
+    words = _vocabulary(make_tokenizer())
+    answers = []
+    for _ in range(count):
+        n = rng.randint(low, high)
+        answers.append(" ".join(rng.choice(words) for _ in range(n - 1)).capitalize() + ".")
+    return answers

@@ -26,6 +26,8 @@ REGISTRARS = (
     "personalized_rewardbench.runs.commands",  # evaluate, leaderboard
     "personalized_rewardbench.cli",  # space (build, push): see register() below
     "personalized_rewardbench.release.commands",  # release (build, push, show)
+    "personalized_rewardbench.downstream.commands",  # bon (generate, score, judge, curve), correlate
+    "personalized_rewardbench.rewards.cli",  # serve-reward, reward-data
 )
 
 

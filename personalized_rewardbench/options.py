@@ -90,10 +90,13 @@ def option_fields(config_type: type) -> list[tuple[dataclasses.Field, OptionSpec
     return [(field, field.metadata[_META]) for field in dataclasses.fields(config_type) if _META in field.metadata]
 
 
-def add_options(parser: argparse.ArgumentParser, config_type: type) -> None:
-    """Add one option per `option(...)` field of `config_type`; every help text ends in its default."""
+def add_options(parser: argparse.ArgumentParser, config_type: type, exclude: Sequence[str] = ()) -> None:
+    """Add one option per `option(...)` field of `config_type` (but the fields named in `exclude`); every help
+    text ends in its default."""
     hints = typing.get_type_hints(config_type)
     for field, spec in option_fields(config_type):
+        if field.name in exclude:
+            continue
         default = _default(field) if spec.cli_default is None else spec.cli_default
         flag = _flag(field.name, spec, default)
         if hints[field.name] is bool:
@@ -114,9 +117,12 @@ def add_options(parser: argparse.ArgumentParser, config_type: type) -> None:
 
 
 def config_from_args(config_type: type, args: argparse.Namespace, **overrides: Any) -> Any:
-    """`config_type(...)` from the parsed options (converted by each field's `to_field`), plus `overrides`."""
+    """`config_type(...)` from the parsed options (converted by each field's `to_field`), plus `overrides`
+    (which also stand for fields left out of the parser)."""
     values = {}
     for field, spec in option_fields(config_type):
+        if field.name in overrides:
+            continue
         value = getattr(args, field.name)
         values[field.name] = spec.to_field(value) if spec.to_field else value
     return config_type(**{**values, **overrides})

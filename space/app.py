@@ -18,6 +18,8 @@ import os
 import sys
 from pathlib import Path
 
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # ZeroGPU forks workers; tokenizers' threads must not run
+
 import spaces  # first: on ZeroGPU it must patch torch before CUDA is touched
 
 APP_DIR = Path(__file__).resolve().parent
@@ -30,11 +32,15 @@ import gradio as gr
 
 from personalized_rewardbench.data.schema import SUBSETS
 from personalized_rewardbench.errors import UserError
+from personalized_rewardbench.space import about as about_views
 from personalized_rewardbench.space import board as board_views
+from personalized_rewardbench.space import compare as compare_views
 from personalized_rewardbench.space import pairs as pair_views
 from personalized_rewardbench.space import views as views
 from personalized_rewardbench.space.context import SpaceContext
+from personalized_rewardbench.space.data import find_row
 from personalized_rewardbench.space.errors import public_message
+from personalized_rewardbench.space.rate_limit import visitor_id
 from personalized_rewardbench.space.settings import (
     MAX_ANSWER_CHARS,
     MAX_POST_CHARS,
@@ -91,7 +97,7 @@ def _reporter(progress):
 @spaces.GPU(duration=lambda config, model_id, prepared, seconds, progress=None: seconds)
 @visitor_errors
 def gpu_run(config, model_id, prepared, seconds, progress=None):
-    return SPACE.runs.execute(config, model_id, prepared, on_progress=_reporter(progress))
+    return SPACE.runs.execute(config, model_id, prepared, on_progress=_reporter(progress), requested_seconds=seconds)
 
 
 @spaces.GPU(duration=lambda model_id, item, seconds: seconds)
@@ -101,12 +107,41 @@ def gpu_score(model_id, item, seconds):
 
 
 # -- event handlers ------------------------------------------------------------------------------
+SECTIONS = ("benchmark", "partial", "demo")
+
+
 @visitor_errors
-def leaderboard(type_filter, protocol_filter, chart_section, chart_subset):
-    """Full benchmark runs (ranked), partial runs, demo-sample runs, and the bar chart of one section."""
-    benchmark, partial, demo_runs = board_views.leaderboard_tables(RESULTS, type_filter, protocol_filter)
-    chart = board_views.chart_frame(RESULTS, chart_subset, type_filter, protocol_filter, chart_section)
-    return benchmark, partial, demo_runs, chart
+def leaderboard(type_filter, protocol_filter, search, columns, show_demo, chart_section, chart_subset):
+    """Each section's heading and table (benchmark runs ranked, partial runs, demo-sample runs) and the chart."""
+    sections = board_views.filtered_sections(RESULTS, type_filter, protocol_filter, search)
+    filtered = (
+        bool((search or "").strip()) or type_filter not in (views.ALL, None) or protocol_filter not in (views.ALL, None)
+    )
+    outputs = []
+    for name in SECTIONS:
+        frame = board_views.section_frame(sections[name], columns)
+        outputs += [
+            board_views.section_heading(name, sections[name], filtered),
+            gr.Dataframe(
+                value=frame,
+                visible=not frame.empty,
+                datatype=["markdown" if column == "model" else "str" for column in frame.columns],
+                column_widths=[board_views.WIDTHS[column] for column in frame.columns],
+            ),
+        ]
+    shown = board_views.chart_sections(show_demo)
+    section = chart_section if chart_section in shown else shown[0]
+    rows = board_views.chart_rows(RESULTS, chart_subset, type_filter, protocol_filter, section, search, show_demo)
+    title = f"{section}, {chart_subset}: accuracy per run"
+    return *outputs, board_views.chart_figure(rows, title)
+
+
+def demo_shown(shown: bool, chart_section: str):
+    """Show or hide the demo-sample table; the chart offers demo-sample runs only while they are shown."""
+    choices = board_views.chart_sections(shown)
+    return gr.Group(visible=shown), gr.Radio(
+        choices=choices, value=chart_section if chart_section in choices else choices[0]
+    )
 
 
 def refresh_filters():
@@ -116,16 +151,20 @@ def refresh_filters():
 
 @visitor_errors
 def refresh_store():
-    """Pull runs added to the Hub results dataset since the last pull (at most once a minute)."""
+    """Pull runs added to the Hub results dataset since the last pull (at most once a minute), and say so."""
     notice = SPACE.refresh()
     if notice:
         gr.Warning(public_message(notice))
+    else:
+        gr.Info(f"Leaderboard refreshed: {len(board_views.leaderboard_rows(RESULTS))} stored runs.")
 
 
 @visitor_errors
-def evaluate(model_id, subsets, pairs, profile_k, progress=gr.Progress()):
+def evaluate(model_id, subsets, pairs, profile_k, request: gr.Request, progress=gr.Progress()):
     """Score an allowlisted model on the chosen pairs (or serve the identical stored run)."""
-    progress(0, desc="preparing pairs")
+    client = getattr(request, "client", None)
+    visitor = visitor_id(getattr(request, "headers", None), getattr(client, "host", None))
+    progress(0, desc="loading the pairs")
     plan, payload = SPACE.runs.evaluate(
         model_id,
         subsets,
@@ -133,16 +172,24 @@ def evaluate(model_id, subsets, pairs, profile_k, progress=gr.Progress()):
         profile_k,
         gpu_runner=lambda config, model, prepared, seconds: gpu_run(config, model, prepared, seconds, progress),
         on_progress=_reporter(progress),
+        on_ranking=lambda done, total: progress((done, total), desc="ranking profile posts", unit="pairs"),
+        visitor=visitor,
     )
     results, records = payload["results"], payload["records"]
-    margins, width, margin_label = views.margin_frame(records)
+    worst = views.worst_pairs_frame(records, plan.data.items)
     return (
         views.summary_markdown(results, payload["reused"], [public_message(notice) for notice in payload["notices"]]),
-        views.subset_frame(results),
-        gr.BarPlot(value=margins, x_bin=width, label=margin_label),
-        views.worst_pairs_frame(records, plan.data.items),
+        gr.Dataframe(value=views.subset_frame(results), visible=True),
+        gr.Plot(value=views.margin_figure(records), visible=True),
+        gr.Dataframe(value=worst, visible=not worst.empty),
         views.public_results(results),
     )
+
+
+def clear_run():
+    """Empty the result area before a run, so an error never sits beside an earlier run's result."""
+    hidden = gr.Dataframe(value=None, visible=False)
+    return "", hidden, gr.Plot(value=None, visible=False), hidden, None
 
 
 @visitor_errors
@@ -153,22 +200,58 @@ def try_your_own(model_id, question, posts, answer_a, answer_b):
 
 
 @visitor_errors
-def show_pair(pair_id, profile_k):
-    """What a model sees (question, top-k posts), the answer key (for humans only), both answers, stored scores."""
+def show_pair(pair_id, profile_k, kind=pair_views.PROMPT_KINDS[0]):
+    """What a model sees (built by the library's prompt builders), the answer key (for humans only), both
+    answers, and the scores stored runs gave this pair."""
     row, item = SPACE.data.pair(pair_id, profile_k)
     scores = pair_views.stored_scores_frame(RESULTS, SOURCE, row["id"])
     return (
-        pair_views.model_input_markdown(item),
+        pair_views.model_input_text(item, kind),
         pair_views.answer_key_markdown(row),
         item.chosen,
         item.rejected,
-        scores,
+        gr.Dataframe(value=scores, visible=not scores.empty),
     )
 
 
-def pair_menu(subset):
+def pair_menu(subset, current=None):
+    """The pair menu of `subset`, keeping the current pair when it belongs to it."""
     choices = pair_views.pair_choices(SOURCE, subset)
-    return gr.Dropdown(choices=choices, value=choices[0][1] if choices else None)
+    ids = [value for _, value in choices]
+    return gr.Dropdown(choices=choices, value=current if current in ids else (ids[0] if ids else None))
+
+
+@visitor_errors
+def compare(run_a, run_b):
+    """Two stored runs on the same pairs: per-subset difference with its interval, McNemar's p, agreement,
+    and the pairs where they disagree."""
+    result = compare_views.compare_runs(RESULTS, SOURCE, run_a, run_b)
+    disagreements = result["disagreements"]
+    return (
+        result["summary"],
+        gr.Dataframe(value=result["subsets"], visible=True),
+        gr.Dataframe(value=disagreements, visible=not disagreements.empty),
+    )
+
+
+def compare_menus(run_a, run_b):
+    """Both run menus with every stored run (refreshed when the tab is opened)."""
+    choices = compare_views.run_choices(RESULTS)
+    keys = [key for _, key in choices]
+    first, second = compare_views.default_pair(RESULTS)
+    return (
+        gr.Dropdown(choices=choices, value=run_a if run_a in keys else first),
+        gr.Dropdown(choices=choices, value=run_b if run_b in keys else second),
+    )
+
+
+def open_in_explore(table, evt: gr.SelectData):
+    """A click on a disagreement opens that pair in Explore."""
+    pair = str(table.iloc[evt.index[0]]["id"]) if table is not None and len(table) else ""
+    found = find_row(SOURCE, pair)
+    if found is None:  # a run on other data than this Space's: nothing to open
+        return gr.Tabs(), gr.Dropdown(), gr.Dropdown()
+    return gr.Tabs(selected="explore"), gr.Dropdown(value=found[0]), pair_menu(found[0], pair)
 
 
 # -- layout --------------------------------------------------------------------------------------
@@ -186,109 +269,218 @@ def _intro() -> str:
     )
 
 
+#: Phone layout (≤ 640 px): tabs wrap instead of hiding behind a menu, side-by-side rows stack, tables keep
+#: rank, model and overall pinned while the rest scrolls; dropdown arrows never cover their text.
+CSS = """
+.stack-on-phone { flex-wrap: wrap; }
+.wrap-inner input, input[role="listbox"] { padding-right: 2rem !important; text-overflow: ellipsis; }
+#tabs [role="tablist"] { flex-wrap: wrap; }
+@media (max-width: 640px) {
+  .stack-on-phone { flex-direction: column !important; }
+  .stack-on-phone > * { min-width: 100% !important; width: 100% !important; }
+  #tabs [role="tab"] { padding: 0.35rem 0.55rem !important; font-size: 0.9rem !important; }
+  .board-legend, .board-legend p { font-size: 0.8rem !important; }
+  #leaderboard td, #partial-leaderboard td, #demo-leaderboard td { font-size: 0.8rem; }
+  #leaderboard td:nth-child(2), #partial-leaderboard td:nth-child(2), #demo-leaderboard td:nth-child(2) {
+    max-width: 9.5rem; white-space: normal; word-break: break-word;
+  }
+}
+"""
+
 ALLOWED = list(SPACE.allowlist.models.values())
-MODEL_CHOICES = [(model.label, model.id) for model in ALLOWED]
+MODEL_CHOICES = [(SPACE.allowlist.label(model), model.id) for model in ALLOWED]
+AVAILABLE = [model.id for model in ALLOWED if model.id not in SPACE.allowlist.unavailable] or [ALLOWED[0].id]
 SUBSET_CHOICES = [name for name in SUBSETS if name in SOURCE.rows]
 TYPES, PROTOCOLS = board_views.filter_choices(RESULTS)
 
 with gr.Blocks(title="Personalized RewardBench") as demo:
     gr.Markdown(_intro())
-    with gr.Tabs():
-        with gr.Tab("Leaderboard"):
+    with gr.Tabs(overflow_behavior="wrap", elem_id="tabs") as tabs:
+        with gr.Tab("Leaderboard", id="board", elem_id="tab-board"):
+            with gr.Row(equal_height=True):
+                search = gr.Textbox(
+                    label="Search all tables", placeholder="model, type, protocol…", scale=2, elem_id="board-search"
+                )
+                type_filter = gr.Dropdown(TYPES, value=views.ALL, label="Model type", allow_custom_value=True, scale=1)
+                protocol_filter = gr.Dropdown(
+                    PROTOCOLS, value=views.ALL, label="Protocol", allow_custom_value=True, scale=1
+                )
+                refresh = gr.Button("Refresh", scale=0, min_width=90, elem_id="refresh-button")
             with gr.Row():
-                type_filter = gr.Dropdown(TYPES, value=views.ALL, label="Model type", allow_custom_value=True)
-                protocol_filter = gr.Dropdown(PROTOCOLS, value=views.ALL, label="Protocol", allow_custom_value=True)
                 show_demo = gr.Checkbox(
                     value=SOURCE.is_demo_sample, label="Show demo-sample runs (not benchmark results)"
                 )
-                refresh = gr.Button("Refresh", scale=0)
-            gr.Markdown(
-                "### Benchmark runs\nEvery pair of every subset; ranked by overall accuracy in %, 95 % Wilson interval. "
-                "Click a column header to sort."
-            )
-            board = gr.Dataframe(
-                headers=board_views.LEADERBOARD_COLUMNS, interactive=False, show_search="search", elem_id="leaderboard"
-            )
-            gr.Markdown(
-                "### Partial runs\nA pair limit or only some subsets (every run started here): never ranked with full runs."
-            )
-            partial_board = gr.Dataframe(
-                headers=board_views.LEADERBOARD_COLUMNS, interactive=False, elem_id="partial-leaderboard"
-            )
-            with gr.Group(visible=SOURCE.is_demo_sample) as demo_group:
-                gr.Markdown(f"### Demo-sample runs\n{views.DEMO_NOTE}: never ranked with benchmark runs.")
-                demo_board = gr.Dataframe(
-                    headers=board_views.LEADERBOARD_COLUMNS, interactive=False, elem_id="demo-leaderboard"
+            with gr.Accordion("Columns", open=False):
+                columns = gr.CheckboxGroup(
+                    board_views.OPTIONAL,
+                    value=board_views.DEFAULT_COLUMNS,
+                    label="Shown besides rank, model and overall",
+                    elem_id="board-columns",
                 )
+            gr.Markdown(
+                "Accuracy in %: the share of pairs where the model scores *chosen* above *rejected* (ties are wrong). "
+                "**overall** pools every pair (micro average); **macro** is the mean of the three subsets' accuracies. "
+                "**95% CI**: Wilson interval. **k gain**: accuracy at profile-k > 0 minus the same model's k = 0 run "
+                "on the same pairs, with McNemar's p. Sort with the ⋮ menu in a column header.",
+                elem_classes=["board-legend"],
+            )
+            headings, tables = {}, {}
+            for name, table_id in (("benchmark", "leaderboard"), ("partial", "partial-leaderboard")):
+                headings[name] = gr.Markdown(elem_id=f"{table_id}-heading")
+                tables[name] = gr.Dataframe(
+                    headers=board_views.LEADERBOARD_COLUMNS,
+                    interactive=False,
+                    elem_id=table_id,
+                    pinned_columns=3,
+                    max_height=420,
+                    wrap=True,
+                )
+            with gr.Group(visible=SOURCE.is_demo_sample) as demo_group:
+                headings["demo"] = gr.Markdown(elem_id="demo-leaderboard-heading")
+                tables["demo"] = gr.Dataframe(
+                    headers=board_views.LEADERBOARD_COLUMNS,
+                    interactive=False,
+                    elem_id="demo-leaderboard",
+                    pinned_columns=3,
+                    max_height=420,
+                    wrap=True,
+                )
+            gr.Markdown("### Chart\nOne kind of run at a time; the bars are the 95 % intervals.")
             with gr.Row():
                 chart_section = gr.Radio(
-                    list(board_views.CHART_SECTIONS),
+                    board_views.chart_sections(SOURCE.is_demo_sample),
                     value=board_views.default_chart_section(RESULTS, SOURCE.is_demo_sample),
-                    label="Chart: one kind of run at a time",
+                    label="Runs",
                 )
-                chart_subset = gr.Radio(board_views.CHART_SUBSETS, value=views.OVERALL, label="Chart subset")
-            chart = gr.BarPlot(
-                x="run",
-                y="accuracy (%)",
-                color="type",
-                y_lim=[0, 100],
-                sort="-y",
-                x_label_angle=-20,
-                label="Accuracy per run",
-            )
+                chart_subset = gr.Radio(board_views.CHART_SUBSETS, value=views.OVERALL, label="Subset")
+            chart = gr.Plot(label="Accuracy per run", elem_id="board-chart")
 
-        with gr.Tab("Evaluate a model"):
-            with gr.Row():
-                with gr.Column(scale=1):
-                    model = gr.Dropdown(MODEL_CHOICES, value=MODEL_CHOICES[0][1], label="Model (allowlisted)")
+        with gr.Tab("Evaluate", id="evaluate", elem_id="tab-evaluate"):
+            with gr.Row(elem_classes=["stack-on-phone"]):
+                with gr.Column(scale=1, min_width=280):
+                    model = gr.Dropdown(MODEL_CHOICES, value=AVAILABLE[0], label="Model (allowlisted)")
                     subsets = gr.CheckboxGroup(SUBSET_CHOICES, value=SUBSET_CHOICES, label="Subsets")
-                    pairs = gr.Slider(
-                        1, SPACE.pair_limit(), value=min(8, SPACE.pair_limit()), step=1, label="Pairs per subset"
+                    pairs = gr.Number(
+                        value=min(8, SPACE.pair_limit()),
+                        label="Pairs per subset",
+                        info=f"1 to {SPACE.pair_limit()}; other values are brought into range, with a note",
+                        elem_id="pairs-input",
                     )
-                    profile_k = gr.Slider(
-                        0, MAX_PROFILE_K, value=0, step=1, label="Profile-k (profile posts added to the question)"
+                    profile_k = gr.Number(
+                        value=0,
+                        label="Profile-k (profile posts added to the question)",
+                        info=f"0 to {MAX_PROFILE_K}; other values are brought into range, with a note",
+                        elem_id="profile-k-input",
                     )
                     run = gr.Button("Run", variant="primary", elem_id="run-button")
                     with gr.Accordion("Allowlisted models", open=False):
                         gr.Dataframe(
-                            [[m.id, m.type, m.size_b or "-", m.description] for m in ALLOWED],
-                            headers=["model", "type", "size (B)", "description"],
+                            [
+                                [
+                                    m.id,
+                                    m.type,
+                                    m.size_b or "-",
+                                    SPACE.allowlist.unavailable.get(m.id, "yes"),
+                                    m.description,
+                                ]
+                                for m in ALLOWED
+                            ],
+                            headers=["model", "type", "size (B)", "available", "description"],
                             interactive=False,
+                            wrap=True,
                         )
-                with gr.Column(scale=2):
-                    summary = gr.Markdown(elem_id="run-summary")
-                    per_subset = gr.Dataframe(label="Accuracy per subset", interactive=False)
-                    margins = gr.BarPlot(
-                        x="margin",
-                        y="pairs",
-                        y_aggregate="sum",
-                        x_bin=1.0,
-                        y_lim=[0, None],
-                        label="Margins: chosen score − rejected score",
+                with gr.Column(scale=2, min_width=280):
+                    summary = gr.Markdown(
+                        "Pick a model and press **Run**: the result appears here.", elem_id="run-summary"
                     )
-                    worst = gr.Dataframe(label="Pairs the model got most wrong", interactive=False, wrap=True)
+                    per_subset = gr.Dataframe(
+                        label="Accuracy per subset", interactive=False, visible=False, elem_id="per-subset"
+                    )
+                    margins = gr.Plot(label="Margins", visible=False, elem_id="margins")
+                    worst = gr.Dataframe(
+                        label="Pairs the model got most wrong",
+                        interactive=False,
+                        wrap=True,
+                        visible=False,
+                        elem_id="worst-pairs",
+                    )
                     with gr.Accordion("results.json", open=False):
                         results_json = gr.JSON()
 
-        with gr.Tab("Explore pairs"):
+        with gr.Tab("Explore", id="explore", elem_id="tab-explore"):
             first_choices = pair_views.pair_choices(SOURCE, SUBSET_CHOICES[0])
-            with gr.Row():
-                explore_subset = gr.Dropdown(SUBSET_CHOICES, value=SUBSET_CHOICES[0], label="Subset")
-                pair_id = gr.Dropdown(first_choices, value=first_choices[0][1], label="Pair")
-                explore_k = gr.Slider(0, MAX_PROFILE_K, value=3, step=1, label="Profile-k")
-            with gr.Row():
-                model_view = gr.Markdown(label="What the model sees")
-                with gr.Accordion("Answer key (shown to you, never to a model)", open=True):
-                    answer_key = gr.Markdown()
-            with gr.Row():
-                chosen_text = gr.Textbox(label="Chosen (fits the user)", lines=10, interactive=False)
-                rejected_text = gr.Textbox(label="Rejected (violates the user's aspects)", lines=10, interactive=False)
-            stored_scores = gr.Dataframe(label="Scores of stored runs on this pair", interactive=False)
+            with gr.Row(elem_classes=["stack-on-phone"]):
+                explore_subset = gr.Dropdown(SUBSET_CHOICES, value=SUBSET_CHOICES[0], label="Subset", min_width=200)
+                pair_id = gr.Dropdown(
+                    first_choices,
+                    value=first_choices[0][1],
+                    label="Pair",
+                    allow_custom_value=True,  # every subset's ids are accepted; the handler checks them
+                    scale=2,
+                    min_width=200,
+                    elem_id="pair-menu",
+                )
+                explore_k = gr.Slider(0, MAX_PROFILE_K, value=3, step=1, label="Profile-k", min_width=200)
+            with gr.Row(elem_classes=["stack-on-phone"]):
+                with gr.Column(min_width=280):
+                    prompt_kind = gr.Radio(
+                        list(pair_views.PROMPT_KINDS), value=pair_views.PROMPT_KINDS[0], label="What the model sees, as"
+                    )
+                    model_view = gr.Textbox(
+                        label="What the model sees (built by the package's prompt builder)",
+                        lines=14,
+                        max_lines=30,
+                        interactive=False,
+                        elem_id="model-view",
+                    )
+                with gr.Column(min_width=280):
+                    with gr.Accordion("Answer key (shown to you, never to a model)", open=True):
+                        answer_key = gr.Markdown(elem_id="answer-key")
+            with gr.Row(elem_classes=["stack-on-phone"]):
+                chosen_text = gr.Textbox(label="Chosen (fits the user)", lines=10, interactive=False, min_width=280)
+                rejected_text = gr.Textbox(
+                    label="Rejected (violates the user's aspects)", lines=10, interactive=False, min_width=280
+                )
+            gr.Markdown(f"### Scores of stored runs on this pair\n{pair_views.STORED_NOTE}")
+            stored_scores = gr.Dataframe(
+                interactive=False, wrap=True, pinned_columns=1, elem_id="stored-scores", visible=False
+            )
 
-        with gr.Tab("Try your own"):
+        with gr.Tab("Compare", id="compare", elem_id="tab-compare") as compare_tab:
+            gr.Markdown(
+                "Two stored runs on the same pairs, pair by pair. McNemar's exact test uses only the pairs where "
+                "exactly one run is right. Click a disagreement to open it in Explore."
+            )
+            first_run, second_run = compare_views.default_pair(RESULTS)
+            run_menu = compare_views.run_choices(RESULTS)
+            with gr.Row(elem_classes=["stack-on-phone"]):
+                run_a = gr.Dropdown(
+                    run_menu, value=first_run, label="Run A", min_width=280, elem_id="run-a", allow_custom_value=True
+                )
+                run_b = gr.Dropdown(
+                    run_menu, value=second_run, label="Run B", min_width=280, elem_id="run-b", allow_custom_value=True
+                )
+            compare_button = gr.Button("Compare", variant="primary", elem_id="compare-button")
+            compare_summary = gr.Markdown(elem_id="compare-summary")
+            compare_subsets = gr.Dataframe(
+                label="Per subset (A − B in points, 95 % interval of the paired difference)",
+                interactive=False,
+                visible=False,
+                pinned_columns=1,
+                elem_id="compare-subsets",
+            )
+            disagreements = gr.Dataframe(
+                label="Pairs where the runs disagree (click one to open it in Explore)",
+                interactive=False,
+                wrap=True,
+                visible=False,
+                elem_id="disagreements",
+            )
+
+        with gr.Tab("Try", id="try", elem_id="tab-try"):
             with gr.Row():
                 with gr.Column():
-                    try_model = gr.Dropdown(MODEL_CHOICES, value=MODEL_CHOICES[0][1], label="Model (allowlisted)")
+                    try_model = gr.Dropdown(MODEL_CHOICES, value=AVAILABLE[0], label="Model (allowlisted)")
                     question = gr.Textbox(label="Question", lines=3, info=f"up to {MAX_QUESTION_CHARS} characters")
                     posts = gr.Textbox(
                         label="Profile posts (optional)",
@@ -302,16 +494,27 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
             try_summary = gr.Markdown()
             try_json = gr.JSON(visible=False)
 
-    board_inputs = [type_filter, protocol_filter, chart_section, chart_subset]
-    board_outputs = [board, partial_board, demo_board, chart]
+        with gr.Tab("About", id="about", elem_id="tab-about"):
+            gr.Markdown(
+                about_views.about_markdown(os.environ.get("SPACE_ID"), SPACE.settings.results_repo),
+                elem_id="about-text",
+            )
+            gr.Code(about_views.CITATION, language=None, label="BibTeX", interactive=False, elem_id="citation")
+
+    board_inputs = [type_filter, protocol_filter, search, columns, show_demo, chart_section, chart_subset]
+    board_outputs = [component for name in SECTIONS for component in (headings[name], tables[name])]
+    board_outputs.append(chart)
     demo.load(leaderboard, board_inputs, board_outputs, api_name="leaderboard")
-    for control in (type_filter, protocol_filter, chart_section, chart_subset):
+    for control in (type_filter, protocol_filter, columns, chart_section, chart_subset):
         control.change(leaderboard, board_inputs, board_outputs, api_visibility="private")
-    show_demo.change(lambda shown: gr.Group(visible=shown), show_demo, demo_group, api_visibility="private")
+    search.change(leaderboard, board_inputs, board_outputs, api_visibility="private", trigger_mode="always_last")
+    show_demo.change(
+        demo_shown, [show_demo, chart_section], [demo_group, chart_section], api_visibility="private"
+    ).then(leaderboard, board_inputs, board_outputs, api_visibility="private")
     refresh.click(refresh_store, None, None, api_visibility="private").then(
         refresh_filters, None, [type_filter, protocol_filter], api_visibility="private"
     ).then(leaderboard, board_inputs, board_outputs, api_visibility="private")
-    run.click(
+    run.click(clear_run, None, [summary, per_subset, margins, worst, results_json], api_visibility="private").then(
         evaluate,
         [model, subsets, pairs, profile_k],
         [summary, per_subset, margins, worst, results_json],
@@ -321,7 +524,7 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
     ).then(refresh_filters, None, [type_filter, protocol_filter], api_visibility="private").then(
         leaderboard, board_inputs, board_outputs, api_visibility="private"
     )
-    score.click(
+    score.click(lambda: ("", None), None, [try_summary, try_json], api_visibility="private").then(
         try_your_own,
         [try_model, question, posts, answer_a, answer_b],
         [try_summary, try_json],
@@ -329,13 +532,23 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
         concurrency_id="gpu",
         concurrency_limit=1,
     )
-    explore_subset.change(pair_menu, explore_subset, pair_id, api_visibility="private")
+    explore_subset.change(pair_menu, [explore_subset, pair_id], pair_id, api_visibility="private")
     pair_outputs = [model_view, answer_key, chosen_text, rejected_text, stored_scores]
-    pair_id.change(show_pair, [pair_id, explore_k], pair_outputs, api_name="pair")
-    explore_k.change(show_pair, [pair_id, explore_k], pair_outputs, api_visibility="private")
-    demo.load(show_pair, [pair_id, explore_k], pair_outputs, api_visibility="private")
+    compare_tab.select(compare_menus, [run_a, run_b], [run_a, run_b], api_visibility="private")
+    compare_button.click(compare, [run_a, run_b], [compare_summary, compare_subsets, disagreements], api_name="compare")
+    disagreements.select(open_in_explore, disagreements, [tabs, explore_subset, pair_id], api_visibility="private")
+    pair_inputs = [pair_id, explore_k, prompt_kind]
+    pair_id.change(show_pair, pair_inputs, pair_outputs, api_name="pair")
+    for control in (explore_k, prompt_kind):
+        control.change(show_pair, pair_inputs, pair_outputs, api_visibility="private")
+    demo.load(show_pair, pair_inputs, pair_outputs, api_visibility="private")
 
-demo.queue(max_size=int(os.environ.get("PRBENCH_QUEUE_SIZE", "20")), default_concurrency_limit=2)
+demo.queue(max_size=SPACE.settings.queue_size, default_concurrency_limit=2)
 
 if __name__ == "__main__":
-    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), show_error=False)
+    demo.launch(
+        server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+        show_error=False,
+        css=CSS,
+        max_file_size=SPACE.settings.max_file_size,  # the Space takes no files: refuse anonymous uploads
+    )

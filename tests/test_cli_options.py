@@ -80,8 +80,8 @@ def test_argparse_enforces_declared_choices(capsys):
 
 def test_each_subcommand_module_registers_itself():
     commands = next(a for a in build_parser()._actions if a.dest == "command")
-    assert list(commands.choices) == ["evaluate", "leaderboard", "space", "release"]
-    assert len(REGISTRARS) == 3
+    assert list(commands.choices) == ["evaluate", "leaderboard", "space", "release", "bon", "correlate"]
+    assert len(REGISTRARS) == 4
 
 
 def test_the_core_never_imports_gradio(tmp_path):

@@ -66,6 +66,11 @@ def test_kill_9_then_rerun_equals_an_uninterrupted_run(tmp_path):
     lines_at_kill = len(partial[0].read_bytes().splitlines())
     [run_dir] = [p.parent.parent for p in partial]
     assert not (run_dir / "results.json").exists() and 2 <= lines_at_kill < 24
+    # The kill tears the last line only by chance: tear it for certain, mid-record, as a kill mid-write does.
+    data = partial[0].read_bytes()
+    whole = data[: data.rfind(b"\n") + 1]
+    partial[0].write_bytes(whole + whole.splitlines(keepends=True)[-1][:37])
+    assert not partial[0].read_bytes().endswith(b"\n")
 
     subprocess.run(_command(model, tmp_path / "killed"), env=env, check=True, capture_output=True)
     [clean_dir] = [p.parent for p in (tmp_path / "clean").rglob("results.json")]
@@ -75,3 +80,26 @@ def test_kill_9_then_rerun_equals_an_uninterrupted_run(tmp_path):
     strip = lambda path: {k: v for k, v in json.loads(path.read_text()).items() if k not in ("runtime", "created_at")}  # noqa: E731
     assert strip(run_dir / "results.json") == strip(clean_dir / "results.json")
     assert json.loads((run_dir / "results.json").read_text())["runtime"]["pairs_scored"] < 24
+
+
+def test_a_torn_last_line_is_cut_at_every_byte_position(tmp_path):
+    """Deterministic torn-line repair: a log cut anywhere inside its last record (mid-number, mid-key,
+    inside a multi-byte character) loads as the records before it, and the file is cut back to them."""
+    from personalized_rewardbench.runs.score_log import ScoreLog
+
+    records = [
+        {"id": "0_0_0", "subset": "Art_and_Entertainment", "chosen_score": 0.25, "rejected_score": -1.5},
+        {"id": "0_0_1", "subset": "Art_and_Entertainment", "chosen_score": 1e-7, "rejected_score": 2.0, "note": "é—✓"},
+    ]
+    path = tmp_path / "rank-0.jsonl"
+    ScoreLog(path).append(records)
+    data = path.read_bytes()
+    first_end = data.index(b"\n") + 1
+    for cut in range(first_end, len(data)):  # every length that tears the second record (or drops its newline)
+        path.write_bytes(data[:cut])
+        log = ScoreLog(path)
+        assert log.load() == {"0_0_0": records[0]}, cut
+        assert path.read_bytes() == data[:first_end], cut
+        assert log.notices == []  # a torn tail is the normal result of a kill: repaired silently
+    path.write_bytes(data)
+    assert ScoreLog(path).load() == {r["id"]: r for r in records}

@@ -27,7 +27,7 @@ from personalized_rewardbench.runs.engine import identity_digest, prepare_items,
 from personalized_rewardbench.runs.leaderboard import leaderboard_rows, print_leaderboard, write_chart
 from personalized_rewardbench.runs.results import BENCHMARK
 from personalized_rewardbench.space.allowlist import load_allowlist
-from personalized_rewardbench.space.board import chart_frame, leaderboard_tables
+from personalized_rewardbench.space.board import chart_rows, leaderboard_tables
 from personalized_rewardbench.space.context import SpaceContext, SpaceSettings
 from personalized_rewardbench.space.gpu_budget import estimate_gpu_seconds
 from personalized_rewardbench.space.pairs import stored_scores_frame
@@ -58,13 +58,19 @@ def space(tmp_path_factory):
         "PRBENCH_CACHE": str(root / "cache"),
         "PRBENCH_EXTRA_MODELS": str(tiny),
         "HF_TOKEN": SECRET,  # must never reach a page, an answer or the log
+        "PRBENCH_RUNS_PER_HOUR": "1000",  # these tests start many runs from one address
     }
     with running_space(root, **env) as url:
         yield {"client": Client(url, verbose=False), "url": url, "root": root, "tiny": str(tiny), "env": env}
 
 
-def _evaluate(client: Client, model: str, profile_k: int) -> tuple:
-    return client.predict(model, list(SUBSETS), LIMIT, profile_k, api_name="/evaluate")
+def _value(output):
+    """A component's value from an endpoint's output (an update also carries visibility)."""
+    return output.get("value", output) if isinstance(output, dict) and output.get("__type__") == "update" else output
+
+
+def _evaluate(client: Client, model: str, profile_k: int, pairs=LIMIT, subsets=SUBSETS) -> tuple:
+    return tuple(map(_value, client.predict(model, list(subsets), pairs, profile_k, api_name="/evaluate")))
 
 
 @pytest.mark.parametrize("which, profile_k", [("baseline:length", 0), ("tiny", 1)])
@@ -92,23 +98,34 @@ def test_identical_run_is_served_from_the_store(space):
     assert again[4]["created_at"] == first[4]["created_at"]
 
 
+def _board(client: Client, type_filter="all", section="demo-sample runs", search="", show_demo=True):
+    """(benchmark, partial, demo) tables of /leaderboard with every column shown, and the headings."""
+    from personalized_rewardbench.space.board import OPTIONAL
+
+    out = client.predict(type_filter, "all", search, OPTIONAL, show_demo, section, "overall", api_name="/leaderboard")
+    tables = [table.get("value", table) for table in (out[1], out[3], out[5])]  # updates carry visibility too
+    return *tables, (out[0], out[2], out[4])
+
+
 def test_leaderboard_lists_runs_and_keeps_demo_runs_apart(space):
+    from personalized_rewardbench.space.board import LEADERBOARD_COLUMNS
+
     _evaluate(space["client"], "baseline:length", 0)
-    benchmark, partial, demo, chart = space["client"].predict(
-        "all", "all", "demo-sample runs", "overall", api_name="/leaderboard"
-    )
+    benchmark, partial, demo, headings = _board(space["client"])
     assert benchmark["data"] == [] and partial["data"] == []  # the sample is never ranked as benchmark data
-    models = {row[0] for row in demo["data"]}
+    assert "No benchmark runs yet" in headings[0] and "No partial runs yet" in headings[1]
+    assert demo["headers"] == LEADERBOARD_COLUMNS
+    column = {name: index for index, name in enumerate(LEADERBOARD_COLUMNS)}
+    models = {row[column["model"]] for row in demo["data"]}
     assert "baseline:length" in models
-    row = next(r for r in demo["data"] if r[0] == "baseline:length")
-    assert row[-1] == "demo sample" and row[9] == LIMIT * len(SUBSETS) and row[-2] == f"first {LIMIT} per subset"
-    assert [f"baseline:length | k=0 | first {LIMIT} per subset", row[6], "baseline"] in chart["data"]
-    benchmark_chart = space["client"].predict("all", "all", "benchmark runs", "overall", api_name="/leaderboard")[3]
-    assert benchmark_chart["data"] == []  # one section per chart: demo bars never sit among benchmark bars
-    only_classifiers = space["client"].predict(
-        "classifier", "all", "demo-sample runs", "overall", api_name="/leaderboard"
-    )[2]
-    assert all(r[1] == "classifier" for r in only_classifiers["data"])
+    row = next(r for r in demo["data"] if r[column["model"]] == "baseline:length" and r[column["pairs"]] == 6)
+    assert row[column["data"]] == "demo sample" and row[column["coverage"]] == f"first {LIMIT} per subset"
+    assert row[column["rank"]] == ""  # demo-sample runs are never ranked
+    assert f"local: {Path(space['tiny']).name}" in {r[column["model"]] for r in demo["data"]}  # no server path
+    only_classifiers = _board(space["client"], type_filter="classifier")[2]
+    assert only_classifiers["data"] and all(r[column["type"]] == "classifier" for r in only_classifiers["data"])
+    searched = _board(space["client"], search="length")[2]
+    assert {r[column["model"]] for r in searched["data"]} == {"baseline:length"}
 
 
 def test_try_your_own_returns_two_scores(space):
@@ -133,16 +150,111 @@ def test_try_your_own_returns_two_scores(space):
 
 
 def test_pair_view_shows_key_to_humans_and_stored_scores(space):
+    from personalized_rewardbench.data.eval_items import make_eval_item
+    from personalized_rewardbench.scoring.judge_prompts import PAIRWISE_SYSTEM, pairwise_user_message
+    from personalized_rewardbench.scoring.prompts import user_message
+    from personalized_rewardbench.space.pairs import STORED_COLUMNS
+
     _evaluate(space["client"], "baseline:length", 0)
-    model_view, answer_key, chosen, rejected, scores = space["client"].predict("0_0_0", 2, api_name="/pair")
+    model_view, answer_key, chosen, rejected, scores = map(
+        _value, space["client"].predict("0_0_0", 2, "reward model (default template)", api_name="/pair")
+    )
     sample = json.loads(
         (REPO / "personalized_rewardbench/data/sample/Art_and_Entertainment.jsonl").read_text().splitlines()[0]
     )
     assert sample["question"] in model_view and "Post 2 (Category:" in model_view and "Post 3" not in model_view
-    assert sample["narrative"] not in model_view and sample["narrative"] in answer_key
+    assert sample["narrative"] not in model_view and sample["narrative"].split(".")[0].split()[0] in answer_key
     assert (chosen, rejected) == (sample["chosen"], sample["rejected"])
+    column = {name: index for index, name in enumerate(STORED_COLUMNS)}
     length_row = next(r for r in scores["data"] if r[0] == "baseline:length")
-    assert length_row[3:5] == [len(sample["chosen"]), len(sample["rejected"])]
+    assert [length_row[column["chosen score"]], length_row[column["rejected score"]]] == [
+        len(sample["chosen"]),
+        len(sample["rejected"]),
+    ]
+    runs = [r[column["run"]] for r in scores["data"] if r[0] == "baseline:length"]
+    assert len(runs) == len(set(runs))  # a full and a partial run of one model are told apart
+
+    # the text is the prompt builder's own: the user turn of a reward model, the pairwise judge's messages
+    item = make_eval_item(sample, SUBSETS[0], None, 0)
+    view_k0 = _value(space["client"].predict("0_0_0", 0, "reward model (default template)", api_name="/pair")[0])
+    assert user_message(item) in view_k0 and "no profile posts (profile-k = 0)" in view_k0 and "Top-0" not in view_k0
+    judge_view = _value(space["client"].predict("0_0_0", 0, "pairwise judge", api_name="/pair")[0])
+    assert PAIRWISE_SYSTEM in judge_view and pairwise_user_message(item, item.chosen, item.rejected) in judge_view
+    other_subset = space["client"].predict("2_0_3", 0, "reward model (default template)", api_name="/pair")
+    society = json.loads(
+        (REPO / "personalized_rewardbench/data/sample/Society_and_Culture.jsonl").read_text().splitlines()[3]
+    )
+    assert society["question"] in other_subset[0]  # /pair takes the ids of every subset
+
+
+def test_dataset_text_is_rendered_as_text():
+    from personalized_rewardbench.space.pairs import answer_key_markdown
+
+    row = {
+        "narrative": "I like <img src=https://evil.example/x.png> and ![t](https://evil.example/t.png)",
+        "rubric_aspects": [{"aspect": "<b>bold</b>", "reason": "[link](javascript:alert(1))", "evidence": "*e*"}],
+    }
+    text = answer_key_markdown(row)
+    for special in "<>[]()!*":  # every Markdown/HTML character of the row is escaped
+        assert (
+            re.search(r"(?<!\\)" + re.escape(special), text.replace("**", "").replace("_(", "").replace(")_", ""))
+            is None
+        ), special
+    assert "\\<img src=https://evil\\.example/x\\.png\\>" in text
+
+
+def _run_key(space, model: str, profile_k: int) -> str:
+    results = space["root"] / "results"
+    for path in results.rglob("results.json"):
+        payload = json.loads(path.read_text())
+        if (
+            payload["model"] == model
+            and payload["protocol"]["profile_k"] == profile_k
+            and payload["protocol"]["limit"] == LIMIT
+            and len(payload["protocol"]["subsets"] or SUBSETS) == len(SUBSETS)
+        ):
+            return str(path.parent.relative_to(results))
+    raise AssertionError(f"no run of {model} at k={profile_k}")
+
+
+def _correct(space, key: str) -> dict[str, bool]:
+    lines = (space["root"] / "results" / key / "scores.jsonl").read_text().splitlines()
+    return {r["id"]: r["chosen_score"] > r["rejected_score"] for r in map(json.loads, lines)}
+
+
+def test_compare_two_runs_through_the_api(space):
+    from scipy.stats import binomtest
+
+    client = space["client"]
+    for model, k in (
+        ("baseline:length", 0),
+        ("baseline:random", 0),
+        ("baseline:embedding", 0),
+        ("baseline:embedding", 2),
+    ):
+        _evaluate(client, model, k)
+    key_a, key_b = _run_key(space, "baseline:length", 0), _run_key(space, "baseline:random", 0)
+    summary, subsets, disagreements = map(_value, client.predict(key_a, key_b, api_name="/compare"))
+    a, b = _correct(space, key_a), _correct(space, key_b)
+    a_only = sum(a[i] and not b[i] for i in a)
+    b_only = sum(b[i] and not a[i] for i in a)
+    p = 1.0 if a_only + b_only == 0 else binomtest(a_only, a_only + b_only, 0.5).pvalue
+    assert f"p = **{p:.4g}**" in summary and f"A alone is right on {a_only}, B alone on {b_only}" in summary
+    overall = subsets["data"][-1]
+    assert overall[0] == "overall" and overall[1] == len(a) == LIMIT * len(SUBSETS)
+    assert overall[4] == round(100 * (a_only - b_only) / len(a), 2)
+    assert sorted(row[0] for row in disagreements["data"]) == sorted(i for i in a if a[i] != b[i])
+    assert disagreements["headers"] == ["id", "subset", "right", "question"]  # no answer-order column for scores
+    assert all(row[2] == ("A" if a[row[0]] else "B") for row in disagreements["data"])
+
+    gain_summary = client.predict(
+        _run_key(space, "baseline:embedding", 2), _run_key(space, "baseline:embedding", 0), api_name="/compare"
+    )[0]
+    assert "Profile gain of baseline:embedding" in gain_summary
+    with pytest.raises(AppError, match="the same run"):
+        client.predict(key_a, key_a, api_name="/compare")
+    with pytest.raises(AppError, match="choose run A from the menu"):
+        client.predict("../../etc", key_b, api_name="/compare")
 
 
 def test_refusals_reach_the_visitor_as_one_line(space):
@@ -155,10 +267,21 @@ def test_refusals_reach_the_visitor_as_one_line(space):
         client.predict("baseline:length", "q" * 5000, "", "a", "b", api_name="/try")
     with pytest.raises(AppError, match=r"answer B is 9000 characters long"):
         client.predict("baseline:length", "q", "", "a", "b" * 9000, api_name="/try")
-    with pytest.raises(AppError, match=r"Value 50 is greater than maximum value 8"):  # the slider's own check
-        client.predict("baseline:length", list(SUBSETS), 50, 0, api_name="/evaluate")
     with pytest.raises(AppError, match=r"choose at least one subset"):
         client.predict("baseline:length", [], LIMIT, 0, api_name="/evaluate")
+
+
+def test_out_of_range_numbers_are_brought_into_range_with_a_note(space):
+    summary, per_subset, margins, worst, results = _evaluate(
+        space["client"], "baseline:length", -5, pairs=999, subsets=[SUBSETS[0], SUBSETS[0]]
+    )
+    assert "pairs per subset: 999 is over the most, 8; using 8" in summary
+    assert "profile-k: -5 is under the least, 0; using 0" in summary
+    assert results["num_pairs"] == 8 and results["protocol"]["profile_k"] == 0
+    assert results["protocol"]["subsets"] == [SUBSETS[0]]  # [Art, Art] is the run [Art]
+    again = _evaluate(space["client"], "baseline:length", 0, pairs=8, subsets=[SUBSETS[0]])
+    assert "found in the store" in again[0] and again[4]["created_at"] == results["created_at"]
+    assert [row[0] for row in per_subset["data"]] == [SUBSETS[0], "overall (micro)", "macro (mean over subsets)"]
 
 
 def test_an_engine_error_reaches_the_visitor_without_server_paths(space):
@@ -236,6 +359,9 @@ def test_space_card_lists_the_allowlist_and_pins_the_stack():
     for package in ("transformers", "datasets", "evaluate", "huggingface_hub", "spaces"):
         assert pins[package] == project[package], package
     assert "torch" in pins
+    lines = [line for line in (SPACE_DIR / "requirements.txt").read_text().splitlines() if line and line[0] != "#"]
+    assert all("==" in line for line in lines), [line for line in lines if "==" not in line]  # every one pinned
+    assert {"scipy", "matplotlib"} <= set(pins)
 
 
 def test_gpu_estimate_grows_with_pairs_and_size_and_refuses_big_runs(tmp_path):
@@ -247,10 +373,14 @@ def test_gpu_estimate_grows_with_pairs_and_size_and_refuses_big_runs(tmp_path):
     assert few < many
     small = type(model)(**{**model.__dict__, "size_b": 0.6})
     assert estimate_gpu_seconds(small, data.items) < many
-    with pytest.raises(UserError, match=r"pairs per subset must be a whole number from 1 to 8, got 50"):
-        space.runs.plan("Org/Big-RM", list(SUBSETS), 50, 0)
-    with pytest.raises(UserError, match=r"profile-k must be a whole number from 0 to 10, got 1.5"):
-        space.runs.plan("Org/Big-RM", list(SUBSETS), 2, 1.5)
+    (tmp_path / "b").mkdir()
+    baseline = _context(tmp_path / "b", [{"id": "baseline:length", "type": "baseline"}])
+    clamped = baseline.runs.plan("baseline:length", list(SUBSETS)[:1], 0.4, 1.5)
+    assert clamped.config.limit == 1 and clamped.config.profile_k == 2
+    assert clamped.notices == [
+        "pairs per subset: 0.4 is under the least, 1; using 1",
+        "profile-k: 1.5 is not a whole number; using 2",
+    ]
     with pytest.raises(
         UserError,
         match=r"needs about \d+ s of GPU time, over this Space's limit of 36 s per run; ask for at most \d+ pairs",
@@ -348,22 +478,25 @@ def test_partial_runs_are_never_ranked_with_full_runs(tmp_path, capsys):
         "-- partial runs (a pair limit or some subsets; not ranked with full runs) --",
         "-- demo-sample runs (not benchmark results) --",
     ]
-    assert out[titles[0] + 1].split()[:2] == ["1", "full-high"] and out[titles[0] + 2].split()[:2] == ["2", "full-low"]
+    # no scores.jsonl: ranks fall back to the 95 % intervals, which overlap here (a shared rank)
+    assert out[titles[0] + 1].split()[:2] == ["1", "full-high"] and out[titles[0] + 2].split()[:2] == ["1", "full-low"]
     assert (
         out[titles[1] + 1].split()[0] == "one-subset" and out[titles[2] + 1].split()[0] == "demo"
     )  # no rank outside the benchmark
     assert write_chart(rows, folder / "board.png").read_bytes()[:4] == b"\x89PNG"
 
     benchmark, partial, demo = leaderboard_tables(folder)
-    assert list(benchmark["model"]) == ["full-high", "full-low"]
-    assert list(partial["model"]) == ["one-subset", "limited"] and list(demo["model"]) == ["demo"]
+    assert list(benchmark["model"]) == ["full\\-high", "full\\-low"]  # not Hub ids: shown as plain text, no link
+    assert list(benchmark["rank"]) == ["1=", "1="]
+    assert [m.replace("\\", "") for m in partial["model"]] == ["one-subset", "limited"]
+    benchmark = leaderboard_tables(folder, columns=["data"])[0]
     assert set(benchmark["data"]) == {"local folder data@abc"}  # no server path on the page
-    assert list(chart_frame(folder, chart_section="benchmark runs")["run"]) == ["full-high | k=0", "full-low | k=0"]
-    assert list(chart_frame(folder, chart_section="partial runs")["run"]) == [
+    assert list(chart_rows(folder, chart_section="benchmark runs")["run"]) == ["full-high | k=0", "full-low | k=0"]
+    assert list(chart_rows(folder, chart_section="partial runs")["run"]) == [
         "one-subset | k=0 | Art",
         "limited | k=0 | first 5 per subset",
     ]
-    assert list(chart_frame(folder, chart_section="demo-sample runs")["run"]) == ["demo | k=0 | first 2 per subset"]
+    assert list(chart_rows(folder, chart_section="demo-sample runs")["run"]) == ["demo | k=0 | first 2 per subset"]
 
 
 @pytest.mark.parametrize(
@@ -371,17 +504,69 @@ def test_partial_runs_are_never_ranked_with_full_runs(tmp_path, capsys):
     [
         ({"PRBENCH_MODELS_FILE": "missing-models.yaml"}, "cannot read the allowlist missing-models.yaml"),
         ({"PRBENCH_SPACE_DATA": "hub:foo/bar", "HF_HUB_OFFLINE": "1"}, "hub:foo/bar: not in the local Hub cache"),
+        ({"PRBENCH_QUEUE_SIZE": "abc"}, "PRBENCH_QUEUE_SIZE='abc' is not a number"),
+        ({"PRBENCH_QUEUE_SIZE": "0"}, "PRBENCH_QUEUE_SIZE='0' must be a whole number of at least 1"),
+        ({"PRBENCH_MAX_PAIRS": "2.5"}, "PRBENCH_MAX_PAIRS='2.5' must be a whole number of at least 1"),
+        ({"PRBENCH_GPU_MAX_SECONDS": "nan"}, "PRBENCH_GPU_MAX_SECONDS='nan' must be a finite number"),
+        ({"PRBENCH_RUNS_PER_HOUR": "-1"}, "PRBENCH_RUNS_PER_HOUR='-1' must be a finite number of at least 0"),
+        ({"PRBENCH_RESULTS_DIR": "taken"}, "PRBENCH_RESULTS_DIR='taken' is a file; point it at a folder"),
+        ({"PRBENCH_MAX_FILE_SIZE": "lots"}, "PRBENCH_MAX_FILE_SIZE='lots' is not a size"),
     ],
 )
 def test_a_configuration_error_ends_start_up_in_one_line(tmp_path, env, message):
     import os
 
+    (tmp_path / "taken").write_text("a file, not a folder")
     started = subprocess.run(
         [sys.executable, str(APP)], cwd=tmp_path, env={**os.environ, **env}, capture_output=True, text=True, timeout=120
     )
     assert started.returncode == 2
     err, _hint = user_error(started.stderr, prog="space/app.py")
     assert message in err
+
+
+def test_runs_per_visitor_are_limited_and_stored_runs_are_free(tmp_path):
+    space = _context(
+        tmp_path,
+        [{"id": "baseline:length", "type": "baseline"}, {"id": "baseline:random", "type": "baseline"}],
+        runs_per_hour=2,
+    )
+    space.start()
+    space.runs.evaluate("baseline:length", list(SUBSETS), 1, 0, visitor="1.2.3.4")
+    space.runs.evaluate("baseline:random", list(SUBSETS), 1, 0, visitor="1.2.3.4")
+    _plan, again = space.runs.evaluate("baseline:length", list(SUBSETS), 1, 0, visitor="1.2.3.4")
+    assert again["reused"]  # served from the store: not counted
+    with pytest.raises(
+        UserError, match=r"you started 2 runs in the last 60 minutes, this Space's limit; try again in 60"
+    ):
+        space.runs.evaluate("baseline:length", list(SUBSETS), 2, 0, visitor="1.2.3.4")
+    space.runs.evaluate("baseline:length", list(SUBSETS), 2, 0, visitor="5.6.7.8")  # another visitor
+    assert len(list(space.results_dir.rglob("results.json"))) == 3
+
+
+def test_uploads_are_refused_over_the_size_limit(space):
+    import urllib.error
+    import urllib.request
+
+    boundary = "prbench-boundary"
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="big.bin"\r\n'
+            "Content-Type: application/octet-stream\r\n\r\n"
+        ).encode()
+        + b"x" * 50_000
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    request = urllib.request.Request(
+        space["url"] + "/gradio_api/upload",
+        data=body,
+        headers={"Content-Type": f"multipart/form-data; boundary={boundary}"},
+        method="POST",
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code in (400, 413)
+    assert not list(space["root"].rglob("big.bin"))
 
 
 def test_results_store_commits_finished_runs_before_reporting(tmp_path, monkeypatch):

@@ -88,6 +88,8 @@ def _check_struct_list(value: Any, keys: Mapping[str, Any], source: str, ref: st
 
 def validate_row(row: Mapping[str, Any], source: str, index: int) -> None:
     """Check one row against the schema; raise SchemaError naming `source`, the row id (or index) and the field."""
+    if not isinstance(row, Mapping):
+        raise SchemaError(f"{source}: row #{index}: expected an object, got {type(row).__name__}")
     ref = str(row["id"]) if isinstance(row.get("id"), str) and row.get("id") else f"#{index}"
     for field in FEATURES:
         if field not in row or row[field] is None:

@@ -61,18 +61,37 @@ class Source:
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The rows of a JSON Lines file; a line that is not a JSON object is one error naming the line."""
     rows = []
-    with path.open(encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
+    with path.open("rb") as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise UserError(
+                    f"{path}: line {line_number}: not UTF-8 text (byte {error.start + 1}); save the file as UTF-8"
+                ) from None
             if not line.strip():
                 continue
             try:
-                rows.append(json.loads(line))
+                row = json.loads(line)
             except json.JSONDecodeError as error:
                 raise UserError(
                     f"line {line_number}: not valid JSON ({error.msg})", "fix or remove that line", where=path
                 ) from None
+            if not isinstance(row, dict):
+                raise UserError(
+                    f"{path}: line {line_number}: expected a JSON object (one row), got {_json_type(row)}; "
+                    "fix or remove that line"
+                )
+            rows.append(row)
     return rows
+
+
+def _json_type(value: Any) -> str:
+    """How JSON names the type of a decoded value: `null`, `array`, `number`, ..."""
+    names = {type(None): "null", list: "an array", str: "a string", bool: "a boolean", int: "a number"}
+    return names.get(type(value), "a number" if isinstance(value, float) else type(value).__name__)
 
 
 def _read_rows(path: Path) -> list[dict[str, Any]]:
@@ -83,8 +102,9 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
     except UserError:
         raise
     except (OSError, ValueError) as error:
+        reason = (str(error).splitlines() or [""])[0][:200]
         raise UserError(
-            f"cannot read it as a {path.suffix[1:]} file ({type(error).__name__}: {error})", where=path
+            f"cannot read it as a {path.suffix[1:]} file ({type(error).__name__}: {reason})", where=path
         ) from None
 
 
@@ -150,9 +170,18 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:  # invalid JSON or not UTF-8
         raise UserError("not valid JSON", "rebuild the release with 'prbench release build'", where=path) from None
+    if not isinstance(manifest, dict) or not all(
+        isinstance(manifest.get(key, ""), str) for key in ("version", "source", "repo_id")
+    ):
+        raise UserError(
+            "not a release manifest (expected an object of strings)",
+            "rebuild the release with 'prbench release build'",
+            where=path,
+        )
+    return manifest
 
 
 def check_unique_ids(rows: dict[str, list[dict[str, Any]]], source: str) -> None:
@@ -232,7 +261,10 @@ def load_source(spec: str = "sample") -> Source:
         return _load_sample()
     if spec.startswith("hub:"):
         return _load_hub(spec)
-    folder = Path(spec).expanduser().resolve()
+    try:
+        folder = Path(spec).expanduser().resolve()
+    except (OSError, RuntimeError) as error:  # a symlink loop: RuntimeError before Python 3.13, OSError since
+        raise UserError(f"data folder {spec}: cannot resolve the path ({error}); pass a real folder") from None
     return _load_folder(folder, str(folder), "folder")
 
 

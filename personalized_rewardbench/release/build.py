@@ -38,16 +38,17 @@ from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.release.card import DEFAULT_REPO_ID, SubsetStats, render_card
 from personalized_rewardbench.release.staged_folder import check_target, staged_folder
 from personalized_rewardbench.resources import loading_script
+from personalized_rewardbench.runs.hub_probe import offline_if_unreachable
 
 #: Name of the builder inside a release. datasets >= 4 refuses a folder holding `<folder name>.py`.
 RELEASE_SCRIPT_NAME = "personalized_rewardbench_loader.py"
-_SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
+_SEMVER = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
 
 
 def check_version(version: str) -> str:
     """Accept `X.Y.Z` (a leading `v` is dropped); raise UserError otherwise."""
     bare = version.removeprefix("v")
-    if not _SEMVER.match(bare):
+    if not _SEMVER.fullmatch(bare):
         raise UserError(f"bad --version {version!r}: not semantic versioning X.Y.Z", "e.g. --version 1.0.0")
     return bare
 
@@ -90,7 +91,12 @@ def _changelog(version: str, source: Source, previous: Path | None, notes: str |
     if previous is not None:
         if not previous.is_file():
             raise UserError(f"--changelog {previous}: no such file")
-        older = previous.read_text(encoding="utf-8").split("\n## ", 1)
+        try:
+            older = previous.read_text(encoding="utf-8").split("\n## ", 1)
+        except UnicodeDecodeError as error:
+            raise UserError(
+                f"--changelog {previous}: not UTF-8 text (byte {error.start + 1}); save it as UTF-8"
+            ) from None
         older = "\n## " + older[1] if len(older) == 2 else ""
         if f"## v{version} " in older:
             raise UserError(f"--changelog {previous}: already has an entry for v{version}", "choose a new --version")
@@ -178,6 +184,8 @@ def build_release(
             f"--out {out}: datasets refuses a folder holding '{RELEASE_SCRIPT_NAME}'", "choose another folder name"
         )
     check_target(out, force, RELEASE_MANIFEST)
+    if source_spec.startswith("hub:") and (notice := offline_if_unreachable()):
+        print(notice)
     source = load_source(source_spec)
     missing = [subset for subset in SUBSETS if subset not in source.rows]
     if missing:

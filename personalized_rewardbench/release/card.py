@@ -28,6 +28,22 @@ DEMO_NOTICE = (
     "benchmark results."
 )
 
+#: Where the benchmark's pairs come from (the card of a release built from benchmark data).
+PROVENANCE = (
+    "The questions and profiles come from the test split of LaMP-QA (StackExchange users with their post\n"
+    "histories). For each question the user's narrative was distilled into rubric aspects; then two answers\n"
+    "of similar quality and length were generated conditioned on those aspects: `chosen` satisfies them and\n"
+    "`rejected` deliberately violates them. Because both answers are competent in general terms, a reward\n"
+    "model can only separate them by modelling the individual user."
+)
+#: The same section on the card of a demo-sample build: its items come from no dataset.
+DEMO_PROVENANCE = (
+    "The items of this demo release were written for the personalized-rewardbench package, in the\n"
+    "benchmark's format; no user, question or answer in it comes from LaMP-QA or from the benchmark. In the\n"
+    "benchmark itself, questions and profiles come from LaMP-QA, and each `chosen` / `rejected` pair was\n"
+    "generated to satisfy or violate rubric aspects distilled from the user's narrative."
+)
+
 
 @dataclass
 class SubsetStats:
@@ -110,6 +126,7 @@ def render_card(
     return Template((template_path or card_template()).read_text(encoding="utf-8")).substitute(
         front_matter=yaml.safe_dump(meta, sort_keys=False, allow_unicode=True).rstrip(),
         demo_notice=DEMO_NOTICE if demo else "",
+        provenance=DEMO_PROVENANCE if demo else PROVENANCE,
         counts_table=counts,
         version=version,
         source=source,

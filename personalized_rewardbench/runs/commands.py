@@ -91,7 +91,10 @@ def leaderboard_command(args: argparse.Namespace) -> int:
     folder = Path(args.dir)
     if not folder.is_dir():
         raise UserError("not a folder of results", "pass the --output folder of 'prbench evaluate'", where=folder)
-    rows = leaderboard_rows(folder)
+    notices: list[str] = []
+    rows = leaderboard_rows(folder, notices)
+    for notice in notices:
+        print(f"prbench: {notice}", file=sys.stderr)
     print_leaderboard(rows)
     if rows:
         print(write_chart(rows, folder / "leaderboard.png"))

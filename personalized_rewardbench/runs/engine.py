@@ -32,12 +32,20 @@ from personalized_rewardbench.data.retrieval import Retriever, make_retriever
 from personalized_rewardbench.data.sources import Source, load_source, select
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.runs.config import RunConfig
+from personalized_rewardbench.runs.hub_probe import needs_hub, offline_if_unreachable
 from personalized_rewardbench.runs.results import RESULTS_FILE, SCORES_FILE, build_results, run_slug, slug
-from personalized_rewardbench.runs.score_log import ScoreLog, write_json_atomic, write_jsonl_atomic
+from personalized_rewardbench.runs.run_files import (
+    RUN_FILE,
+    RunFileError,
+    read_results,
+    read_run_identity,
+    read_scores,
+)
+from personalized_rewardbench.runs.run_lock import RunLock
+from personalized_rewardbench.runs.score_log import ScoreLog, stale_temp_files, write_json_atomic, write_jsonl_atomic
 from personalized_rewardbench.runs.scorer_factory import make_scorer
 from personalized_rewardbench.scoring.base import Scorer
 
-RUN_FILE = "run.json"
 PARTIAL_DIR = "scores.partial"
 
 
@@ -82,7 +90,9 @@ def prepare_items(
                 log(notice)
         retriever_name = retriever.name
         all_rows = [row for rows in selected.values() for row in rows]
-        rankings = rank_profiles(all_rows, retriever, source.revision, config.cache_dir, progress=config.progress)
+        rankings = rank_profiles(
+            all_rows, retriever, source.revision, config.cache_dir, progress=config.progress, log=log
+        )
     items = [
         make_eval_item(row, subset, rankings.get(row["id"]), config.profile_k)
         for subset, rows in selected.items()
@@ -119,12 +129,7 @@ def run_identity(config: RunConfig, data: PreparedData, scorer: Scorer) -> dict[
 def _check_identity(run_dir: Path, identity: dict[str, Any]) -> None:
     path = run_dir / RUN_FILE
     if path.is_file():
-        try:
-            stored = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            raise UserError(
-                f"the run's {RUN_FILE} is damaged (not valid JSON)", "delete that folder to start over", where=run_dir
-            ) from None
+        stored = read_run_identity(path)
         if stored != identity:
             changed = sorted(key for key in identity if stored.get(key) != identity.get(key))
             raise UserError(
@@ -136,29 +141,31 @@ def _check_identity(run_dir: Path, identity: dict[str, Any]) -> None:
         write_json_atomic(path, identity)
 
 
-def _load_partials(run_dir: Path) -> dict[str, dict[str, Any]]:
+def _load_partials(run_dir: Path, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
     done: dict[str, dict[str, Any]] = {}
     for path in sorted((run_dir / PARTIAL_DIR).glob("rank-*.jsonl")):
-        done.update(ScoreLog(path).load())
+        score_log = ScoreLog(path)
+        done.update(score_log.load())
+        for notice in score_log.notices:
+            log(notice)
     return done
 
 
 def finished_run(
     run_dir: Path, identity: dict[str, Any], items: list[EvalItem]
 ) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
-    """(results, records) of the finished run in `run_dir` when it has this identity and these items, else None."""
+    """(results, records) of the finished run in `run_dir` when it has this identity and these items, else None.
+
+    Outputs of the wrong shape are refused with the file named (RunFileError), never overwritten."""
     results_path, scores_path = run_dir / RESULTS_FILE, run_dir / SCORES_FILE
     if not (results_path.is_file() and scores_path.is_file()):
         return None
-    try:
-        results = json.loads(results_path.read_text(encoding="utf-8"))
-        records = [json.loads(line) for line in scores_path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except json.JSONDecodeError:
-        return None  # damaged outputs: score again and rewrite them
+    results, records = read_results(results_path), read_scores(scores_path)
+    changed = sorted(key for key in identity if results.get(key) != identity[key])
+    if changed:
+        raise RunFileError(f"{results_path}: records another run than this folder's (its {', '.join(changed)} differ)")
     if [r["id"] for r in records] != [item.id for item in items]:
-        return None
-    if {key: results.get(key) for key in identity} != identity:
-        return None
+        raise RunFileError(f"{scores_path}: holds {len(records)} records, not the {len(items)} items of this run")
     return results, records
 
 
@@ -185,11 +192,17 @@ def run_evaluation(
     log: Callable[[str], None] = print,
     scorer: Scorer | None = None,
     prepared: PreparedData | None = None,
+    wait_for_lock: bool = False,
 ) -> RunOutcome:
     """Score every selected pair (this process: batches rank, rank + world_size, ...) and write the results.
 
     `prepared` is `prepare_items(config)` done beforehand (the Space prepares the items in its main
-    process, so its GPU function only scores); only its items, retriever name and source identity are read."""
+    process, so its GPU function only scores); only its items, retriever name and source identity are read.
+    Process 0 holds the run folder's lock while it works: another run of the same folder waits
+    (`wait_for_lock`) or stops with one line naming this one's pid."""
+    if needs_hub(config.data, [config.model], config.retriever, config.profile_k):
+        if (notice := offline_if_unreachable()) and rank == 0:  # seconds, not minutes of retries, when offline
+            log(notice)
     if prepared is not None:
         data = replace(prepared, notices=list(prepared.notices))  # the caller's copy stays as it was
     else:
@@ -197,15 +210,44 @@ def run_evaluation(
     scorer = scorer or make_scorer(config)
     identity = run_identity(config, data, scorer)
     run_dir = run_dir_for(config, data, scorer, identity)
+    lock = RunLock(run_dir)
     if rank == 0:
-        run_dir.mkdir(parents=True, exist_ok=True)
+        lock.acquire(wait=wait_for_lock)
+    fresh = not (run_dir / RUN_FILE).exists()  # run.json is ours to remove only when this call writes it
+    try:
+        outcome = _run_locked(config, data, scorer, identity, run_dir, rank, world_size, barrier, on_progress, log)
+    except BaseException:  # a run that failed before its first score leaves no folder behind
+        lock.release(remove_if_only=(RUN_FILE,) if fresh else ())
+        raise
+    lock.release()
+    return outcome
+
+
+def _run_locked(
+    config: RunConfig,
+    data: PreparedData,
+    scorer: Scorer,
+    identity: dict[str, Any],
+    run_dir: Path,
+    rank: int,
+    world_size: int,
+    barrier: Callable[[], None],
+    on_progress: Callable[[int, int], None] | None,
+    log: Callable[[str], None],
+) -> RunOutcome:
+    """`run_evaluation` once the run folder is locked (by process 0)."""
+    if rank == 0:
         _check_identity(run_dir, identity)
+        for leftover in stale_temp_files(run_dir):  # an atomic write that a full disk or a kill cut short
+            leftover.unlink(missing_ok=True)
     barrier()
     finished = finished_run(run_dir, identity, data.items)
     if finished is not None:
+        if rank == 0:  # partial logs left beside finished outputs (a crash right after writing them)
+            shutil.rmtree(run_dir / PARTIAL_DIR, ignore_errors=True)
         return RunOutcome(run_dir, finished[0] if rank == 0 else None, finished[1], data.notices, reused=True)
 
-    done = _load_partials(run_dir)
+    done = _load_partials(run_dir, log if rank == 0 else (lambda _message: None))
     barrier()  # every rank has read the same finished items before any rank appends more
     plan = scorer.plan(data.items)
     unfinished = [not all(data.items[i].id in done for i in batch) for batch in plan.batches]
@@ -233,7 +275,7 @@ def run_evaluation(
     if rank != 0:
         return RunOutcome(run_dir, None, [], data.notices)
 
-    done = _load_partials(run_dir)
+    done = _load_partials(run_dir, log)
     missing = [item.id for item in data.items if item.id not in done]
     if missing:
         raise UserError(

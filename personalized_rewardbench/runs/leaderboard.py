@@ -20,6 +20,7 @@ from typing import Any
 
 from personalized_rewardbench.data.schema import SUBSETS
 from personalized_rewardbench.runs.results import find_results
+from personalized_rewardbench.runs.significance import profile_gain, rank_with_ties, run_outcomes
 from personalized_rewardbench.scoring.protocols import PROTOCOLS, protocol_name
 
 SHORT = {
@@ -67,10 +68,12 @@ def section(result: dict[str, Any]) -> str:
     return "benchmark" if coverage(result)[0] else "partial"
 
 
-def leaderboard_rows(folder: Path) -> list[dict[str, Any]]:
-    """Flat rows: full benchmark runs by accuracy, then partial runs, then demo-sample runs (full ones first)."""
+def leaderboard_rows(folder: Path, notices: list[str] | None = None) -> list[dict[str, Any]]:
+    """Flat rows: full benchmark runs by accuracy, then partial runs, then demo-sample runs (full ones first).
+
+    A damaged results.json is left out; its one-line reason (naming the file) is appended to `notices`."""
     rows = []
-    for result in find_results(folder):
+    for result in find_results(folder, notices):
         full, covered = coverage(result)
         row = {
             "model": result["model"],
@@ -91,10 +94,13 @@ def leaderboard_rows(folder: Path) -> list[dict[str, Any]]:
             "num_pairs": result["num_pairs"],
             "date": result.get("created_at", "")[:10],
             "path": result["path"],
+            "profile_k": result.get("protocol", {}).get("profile_k", 0),
+            "twin_key": _twin_key(result),
         }
         for subset in SUBSETS:
             figures = result.get("per_subset", {}).get(subset)
             row[SHORT[subset]] = figures["accuracy"] if figures else None
+        row["subset_figures"] = {SHORT[name]: f for name, f in result.get("per_subset", {}).items() if name in SHORT}
         rows.append(row)
     return sorted(
         rows,
@@ -107,6 +113,42 @@ def _protocol_order(row: dict[str, Any]) -> int:
     return PROTOCOLS.index(name) if name in PROTOCOLS else len(PROTOCOLS)
 
 
+def _twin_key(result: dict[str, Any]) -> str:
+    """What a run at profile-k > 0 shares with its k = 0 twin: model, revision, type, protocol, data and pairs."""
+    protocol = {
+        key: value for key, value in result.get("protocol", {}).items() if key not in ("profile_k", "retriever")
+    }
+    fields = [result.get(key) for key in ("model", "model_revision", "model_type", "dataset", "dataset_revision")]
+    return repr([fields, sorted(protocol.items(), key=lambda item: item[0])])
+
+
+def with_significance(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`rows` with `rank`, `p_next`, `tied_with_next` (benchmark runs only; None elsewhere) and `profile_gain`.
+
+    Ranks share a place where McNemar's test finds no significant difference (see `significance`)."""
+    outcome_cache: dict[str, Any] = {}
+
+    def outcomes(row: dict[str, Any]):
+        if row["path"] not in outcome_cache:
+            outcome_cache[row["path"]] = run_outcomes(row["path"])
+        return outcome_cache[row["path"]]
+
+    benchmark = by_section(rows)["benchmark"]
+    ranked = {}
+    for name in dict.fromkeys(row["input_protocol"] for row in benchmark):  # each protocol ranked on its own
+        group = [row for row in benchmark if row["input_protocol"] == name]
+        ranked.update({id(row): extra for row, extra in zip(group, rank_with_ties(group, outcomes))})
+    out = []
+    for row in rows:
+        extra = ranked.get(id(row))
+        row = dict(extra) if extra else {**row, "rank": None, "p_next": None, "tied_with_next": False}
+        gain = profile_gain(row, rows, outcomes)
+        row["profile_gain"] = gain[0] if gain else None
+        row["profile_gain_p"] = gain[1].p_value if gain and gain[1] is not None else None
+        out.append(row)
+    return out
+
+
 def by_section(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """The rows of each section, in leaderboard order (empty sections included)."""
     return {name: [row for row in rows if row["section"] == name] for name in SECTIONS}
@@ -116,13 +158,27 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.2f}"
 
 
+def _p(value: float | None) -> str:
+    return "-" if value is None else ("<0.001" if value < 0.001 else f"{value:.3f}")
+
+
+def _gain(row: dict[str, Any]) -> str:
+    if row.get("profile_gain") is None:
+        return "-"
+    return f"{100 * row['profile_gain']:+.2f}" + (
+        f" p={_p(row['profile_gain_p'])}" if row.get("profile_gain_p") else ""
+    )
+
+
 def print_leaderboard(rows: list[dict[str, Any]]) -> None:
+    """The table by section; benchmark ranks are shared where McNemar's test (p >= 0.05) cannot tell runs apart."""
     if not rows:
         print("no results found")
         return
+    rows = with_significance(rows)
     header = (
-        f"{'#':>3} {'model':<40} {'type':<15} {'inputs':<9} {'setting':<18} "
-        f"{'Art':>6} {'Life':>6} {'Soc':>6} {'overall':>8} {'95% CI':>15} {'pairs':>6}  {'coverage':<24} data"
+        f"{'#':>3} {'model':<40} {'type':<15} {'inputs':<9} {'setting':<18} {'Art':>6} {'Life':>6} {'Soc':>6} "
+        f"{'overall':>8} {'95% CI':>15} {'pairs':>6} {'p(next)':>7} {'k gain':>14}  {'coverage':<24} data"
     )
     print(header)
     for name, section_rows in by_section(rows).items():
@@ -131,20 +187,24 @@ def print_leaderboard(rows: list[dict[str, Any]]) -> None:
         print(f"-- {SECTION_TITLES[name]} --")
         previous, several = None, len({row["input_protocol"] for row in section_rows}) > 1
         for row in section_rows:
-            if row["input_protocol"] != previous:  # each protocol ranked on its own
-                previous, rank = row["input_protocol"], 0
-                if several:
-                    print(f"   [{previous} protocol, ranked on its own]")
-            rank += 1
+            if several and row["input_protocol"] != previous:  # each protocol ranked on its own
+                previous = row["input_protocol"]
+                print(f"   [{previous} protocol, ranked on its own]")
             interval = f"[{_pct(row['ci95_low'])}, {_pct(row['ci95_high'])}]"
-            place = str(rank) if name == "benchmark" else ""
+            place = "" if row["rank"] is None else str(row["rank"])
             cells = [
                 f"{place:>3} {row['model'][-40:]:<40} {row['type']:<15}",
                 f"{row['input_protocol']:<9} {row['protocol']:<18}",
                 " ".join(f"{_pct(row[key]):>6}" for key in ("Art", "Lifestyle", "Society")),
-                f"{_pct(row['accuracy']):>8} {interval:>15} {row['num_pairs']:>6}  {row['coverage']:<24} {row['data']}",
+                f"{_pct(row['accuracy']):>8} {interval:>15} {row['num_pairs']:>6} {_p(row['p_next']):>7}",
+                f"{_gain(row):>14}  {row['coverage']:<24} {row['data']}",
             ]
             print(" ".join(cells))
+    if any(row["rank"] is not None for row in rows):
+        print(
+            "Ranks are shared where McNemar's exact test on the pairs two runs both scored finds no significant "
+            "difference (p >= 0.05); p(next): against the run below. k gain: accuracy minus the same model's k=0 run."
+        )
 
 
 def write_chart(rows: list[dict[str, Any]], path: Path) -> Path:

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from personalized_rewardbench import __version__
 from personalized_rewardbench.accuracy import pointwise_accuracy
+from personalized_rewardbench.runs.run_files import BENCHMARK, RESULTS_FILE, SCORES_FILE, RunFileError, read_results
 
-BENCHMARK = "personalized-rewardbench"
-RESULTS_FILE = "results.json"
-SCORES_FILE = "scores.jsonl"
+__all__ = ["BENCHMARK", "RESULTS_FILE", "SCORES_FILE", "build_results", "find_results", "format_table", "summarize"]
 
 
 def slug(text: str) -> str:
@@ -91,16 +89,19 @@ def build_results(
     }
 
 
-def find_results(folder: Path) -> list[dict[str, Any]]:
-    """Every results.json under `folder` (with its path under the key `path`), newest first."""
+def find_results(folder: Path, notices: list[str] | None = None) -> list[dict[str, Any]]:
+    """Every valid results.json under `folder` (with its path under the key `path`), newest first.
+
+    A damaged or foreign results.json is skipped; its one-line reason (naming the file) goes to `notices`."""
     found = []
     for path in sorted(folder.rglob(RESULTS_FILE)):
         try:
-            payload = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+            payload = read_results(path)
+        except RunFileError as error:
+            if notices is not None:
+                notices.append(f"skipped {error}")
             continue
-        if payload.get("benchmark") == BENCHMARK:
-            found.append({**payload, "path": str(path)})
+        found.append({**payload, "path": str(path)})
     return sorted(found, key=lambda r: r.get("created_at", ""), reverse=True)
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
+from huggingface_hub.errors import StrictDataclassError
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
 from personalized_rewardbench.errors import UserError
@@ -36,6 +38,46 @@ def _looks_local(model: str) -> bool:
     return model.startswith((".", "/", "~")) or "\\" in model or model.count("/") > 1
 
 
+#: JSON files of a checkpoint folder that must each hold one JSON object when present.
+_JSON_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "model.safetensors.index.json",
+)
+
+
+def check_model_files(folder: Path) -> None:
+    """One line naming the file for a damaged checkpoint folder: a JSON file that is not one JSON
+    object, or a safetensors file whose header does not parse or does not cover the file (truncated)."""
+    for name in _JSON_FILES:
+        path = folder / name
+        if not path.is_file():
+            continue
+        try:
+            payload = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as error:  # invalid JSON or not UTF-8
+            raise UserError(f"{path}: damaged ({str(error).splitlines()[0][:120]}); restore the file") from None
+        if not isinstance(payload, dict):
+            raise UserError(f"{path}: damaged (expected a JSON object, got {type(payload).__name__}); restore the file")
+    from safetensors import SafetensorError, safe_open
+
+    for path in sorted(folder.glob("*.safetensors")):
+        try:
+            with safe_open(str(path), framework="pt") as weights:
+                weights.keys()
+        except (SafetensorError, OSError) as error:
+            raise UserError(f"{path}: damaged weights ({str(error).splitlines()[0][:120]})") from None
+
+
+def _config_error(model: str, error: Exception) -> UserError:
+    """A config.json value of the wrong type (transformers validates configs as strict dataclasses)."""
+    reason = " ".join(line.strip() for line in str(error).splitlines())[:200]
+    return UserError(f"{model}: config.json has a bad value ({reason})")
+
+
 def check_model_path(model: str) -> None:
     """One-line errors for a local model path that is not a model folder, before any Hub lookup.
 
@@ -50,6 +92,7 @@ def check_model_path(model: str) -> None:
             raise UserError(
                 "not a model folder (no config.json)", "pass the folder written by save_pretrained", where=model
             )
+        check_model_files(path)
     elif path.exists():
         raise UserError("not a model folder (it is a file)", "pass the folder that holds config.json", where=model)
     elif _looks_local(model):
@@ -62,8 +105,10 @@ def load_tokenizer(model: str, spec: ModelSpec, revision: str | None = None, pad
     check_model_path(model)
     try:
         tokenizer = AutoTokenizer.from_pretrained(model, revision=revision, trust_remote_code=spec.trust_remote_code)
+    except StrictDataclassError as error:
+        raise _config_error(model, error) from None
     except (OSError, ValueError) as error:
-        raise UserError(f"cannot load a tokenizer for {model!r}: {str(error).splitlines()[0]}") from None
+        raise UserError(f"cannot load a tokenizer for {model!r}: {str(error).splitlines()[0][:200]}") from None
     if spec.chat_template:
         tokenizer.chat_template = spec.chat_template
     tokenizer.padding_side = padding_side
@@ -112,15 +157,21 @@ def _load(auto_class, model: str, spec: ModelSpec, revision: str | None, device_
         loaded, info = _from_pretrained(
             auto_class, model, revision, dtype, spec, select_attn_implementation(device, dtype)
         )
+    except StrictDataclassError as error:
+        raise _config_error(model, error) from None
     except OSError as error:
         raise UserError(
             f"cannot load model {model!r}: not a model folder, or not reachable on the Hub "
             f"({str(error).splitlines()[0][:160]})"
         ) from None
     except ValueError as error:
+        kind = auto_class.__name__.removeprefix("AutoModelFor")
+        raise UserError(f"model {model!r} is not a {kind} model: {str(error).splitlines()[0][:200]}") from None
+    except RuntimeError as error:  # weights whose shapes differ from what config.json describes
+        if "mismatched" not in str(error) and "size mismatch" not in str(error):
+            raise
         raise UserError(
-            f"model {model!r} is not a {auto_class.__name__.removeprefix('AutoModelFor')} model: "
-            f"{str(error).splitlines()[0][:200]}"
+            f"cannot load model {model!r}: its weights and config.json do not fit (tensor shapes differ)"
         ) from None
     return loaded.to(device).eval(), info, device, dtype
 

@@ -8,10 +8,11 @@ Space estimates GPU time. Local model folders (e.g. a tiny test model) can be ad
 >>> allowlist = Allowlist([AllowedModel("baseline:length", "baseline")])
 >>> allowlist.get("baseline:length").is_baseline
 True
->>> allowlist.get("someone/else")
-Traceback (most recent call last):
-...
-personalized_rewardbench.errors.UserError: model 'someone/else' is not on this Space's allowlist; choose one of: baseline:length
+>>> try:
+...     allowlist.get("someone/else")
+... except UserError as error:
+...     print(error)
+model 'someone/else' is not on this Space's allowlist; choose one of: baseline:length
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class Allowlist:
 
     def __init__(self, models: Iterable[AllowedModel]):
         self.models: dict[str, AllowedModel] = {}
+        self.unavailable: dict[str, str] = {}  # model id -> why it could not be loaded at start-up
         for model in models:
             if model.id in self.models:
                 raise UserError(f"allowlist: model {model.id!r} is listed twice", "keep one entry")
@@ -73,7 +75,17 @@ class Allowlist:
             raise UserError(
                 f"model {model_id!r} is not on this Space's allowlist; choose one of: {', '.join(self.models)}"
             )
+        if model.id in self.unavailable:
+            raise UserError(f"{model.id} is unavailable on this Space ({self.unavailable[model.id]}); choose another")
         return model
+
+    def mark_unavailable(self, model_id: str, reason: str) -> None:
+        """Keep `model_id` in the menu but refuse it, saying why (e.g. it failed to load at start-up)."""
+        self.unavailable[model_id] = reason
+
+    def label(self, model: AllowedModel) -> str:
+        """The menu entry: the model's label, marked when it is unavailable."""
+        return model.label + (" — unavailable" if model.id in self.unavailable else "")
 
     def ids(self, types: Sequence[str] = MODEL_TYPES) -> list[str]:
         return [model.id for model in self.models.values() if model.type in types]

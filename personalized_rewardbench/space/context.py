@@ -11,11 +11,13 @@ the same scorers and engine as the CLI, so a run started here writes the CLI's r
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from personalized_rewardbench.data.sources import Source
 from personalized_rewardbench.space.allowlist import Allowlist, load_allowlist
 from personalized_rewardbench.space.data import SpaceData
+from personalized_rewardbench.space.errors import public_message
 from personalized_rewardbench.space.runs import RunService
 from personalized_rewardbench.space.scorer_cache import ScorerCache
 from personalized_rewardbench.space.settings import SpaceSettings
@@ -23,6 +25,7 @@ from personalized_rewardbench.space.store import ResultsStore
 from personalized_rewardbench.space.try_own import TryService
 
 __all__ = ["SpaceContext", "SpaceSettings"]
+logger = logging.getLogger(__name__)
 
 
 class SpaceContext:
@@ -37,7 +40,7 @@ class SpaceContext:
         self.scorers = ScorerCache()
         self.data = SpaceData(settings.data)
         self.runs = RunService(settings, self.allowlist, self.scorers, self.data, self.store)
-        self.tries = TryService(self.allowlist, self.scorers, settings.gpu_max_seconds)
+        self.tries = TryService(self.allowlist, self.scorers, settings.gpu_max_seconds, self.runs.preload)
         self.notices: list[str] = []
 
     def start(self) -> None:
@@ -46,8 +49,14 @@ class SpaceContext:
         self.data.source()
         if self.settings.preload:
             for model in self.allowlist.models.values():
-                with self.scorers.use(model):
-                    pass
+                try:
+                    with self.scorers.use(model):
+                        pass
+                except Exception as error:  # one broken model must not keep the Space from starting
+                    reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+                    logger.warning("allowlisted model %s is unavailable: %s", model.id, reason)
+                    self.allowlist.mark_unavailable(model.id, public_message(reason))
+                    self.notices.append(f"{model.id} could not be loaded and is unavailable: {public_message(reason)}")
 
     def source(self) -> Source:
         return self.data.source()

@@ -8,6 +8,7 @@ model-facing view of one pair with the same ranking a run uses.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -15,11 +16,13 @@ from personalized_rewardbench.data.eval_items import EvalItem, make_eval_item
 from personalized_rewardbench.data.ranking_cache import rank_profiles
 from personalized_rewardbench.data.retrieval import Retriever, make_retriever
 from personalized_rewardbench.data.schema import SUBSETS
-from personalized_rewardbench.data.sources import Source, load_source
+from personalized_rewardbench.data.sources import Source, load_source, select
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.runs.config import RunConfig
 from personalized_rewardbench.runs.engine import PreparedData, prepare_items
 from personalized_rewardbench.space.settings import MAX_PROFILE_K, whole_number
+
+RANKING_CHUNK = 4  # rows ranked between two progress reports
 
 
 def find_row(source: Source, pair_id: str) -> tuple[str, dict[str, Any]] | None:
@@ -62,9 +65,21 @@ class SpaceData:
         """Most pairs per subset a visitor can ask for: `max_pairs`, or the largest subset if smaller."""
         return max(1, min(max_pairs, max(len(rows) for rows in self.source().rows.values())))
 
-    def prepare(self, config: RunConfig) -> PreparedData:
-        """The run's items from the loaded rows, profiles ranked by the loaded ranker (rankings cached on disk)."""
+    def prepare(self, config: RunConfig, on_progress: Callable[[int, int], None] | None = None) -> PreparedData:
+        """The run's items from the loaded rows, profiles ranked by the loaded ranker (rankings cached on disk).
+
+        Profiles are ranked a few rows at a time first, so `on_progress(done, total)` can report it;
+        `prepare_items` then finds every ranking in the cache."""
         retriever, notice = self.retriever() if config.profile_k > 0 else (None, None)
+        if retriever is not None and on_progress is not None:
+            rows = [
+                row for rows in select(self.source(), config.subsets or None, config.limit).values() for row in rows
+            ]
+            for start in range(0, len(rows), RANKING_CHUNK):
+                on_progress(start, len(rows))
+                chunk = rows[start : start + RANKING_CHUNK]
+                rank_profiles(chunk, retriever, self.source().revision, config.cache_dir, progress=False)
+            on_progress(len(rows), len(rows))
         data = prepare_items(config, log=lambda _message: None, source=self.source(), retriever=retriever)
         if notice:
             data.notices.append(notice)

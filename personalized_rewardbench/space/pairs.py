@@ -1,8 +1,11 @@
 """The Space's Explore tab: the pair menu, what a model sees, the answer key, and stored runs' scores of a pair.
 
-The narrative and rubric aspects are the answer key: shown to the human visitor, never part of a
-model input. Stored scores come from every run on the same data revision; a pairwise judge's row
-shows its verdict in each answer order instead of two scores.
+What a model sees is built by the library's own prompt builders (`scoring.prompts` for reward models,
+`scoring.judge_prompts` for judges), never re-rendered here, and shown as plain text. The narrative and
+rubric aspects are the answer key: shown to the human visitor, never part of a model input; dataset
+text inside Markdown is escaped, so a row's HTML or Markdown is shown as the characters it is.
+Stored scores come from every run on the same data revision; a pairwise judge's row shows its verdict
+in each answer order instead of two scores.
 """
 
 from __future__ import annotations
@@ -16,21 +19,35 @@ import pandas as pd
 
 from personalized_rewardbench.data.eval_items import EvalItem
 from personalized_rewardbench.data.sources import Source
-from personalized_rewardbench.runs.leaderboard import protocol_label
+from personalized_rewardbench.runs.leaderboard import coverage, protocol_label
 from personalized_rewardbench.runs.results import SCORES_FILE, find_results
-from personalized_rewardbench.scoring.prompts import format_posts
-from personalized_rewardbench.space.views import ORDERS, is_pairwise, orders_right, verdict_text
+from personalized_rewardbench.scoring.judge_prompts import pairwise_chat, score_chat
+from personalized_rewardbench.scoring.prompts import reward_chat
+from personalized_rewardbench.space.board import model_name
+from personalized_rewardbench.space.views import ORDERS, is_pairwise, orders_right, plain, verdict_text
 
 STORED_COLUMNS = [
     "model",
-    "type",
     "protocol",
+    "run",
+    "correct",
+    "margin",
     "chosen score",
     "rejected score",
-    "margin",
     *(title for _, title in ORDERS),
-    "correct",
+    "type",
 ]
+STORED_NOTE = (
+    "Scores are on each model's own scale (a reward model's logit, a length, a cosine, a 0–10 rating): "
+    "compare chosen with rejected within a row, not across rows."
+)
+#: menu label -> what the prompt builders make of the pair
+PROMPT_KINDS = (
+    "reward model (default template)",
+    "reward model (upstream template)",
+    "pairwise judge",
+    "rating judge",
+)
 
 
 def _cut(text: str, limit: int = 90) -> str:
@@ -46,17 +63,29 @@ def pair_choices(source: Source, subset: str) -> list[tuple[str, str]]:
 def answer_key_markdown(row: dict[str, Any]) -> str:
     """The narrative and rubric aspects: shown to the human visitor, never part of a model input."""
     aspects = "\n".join(
-        f"- **{a['aspect'].rstrip('.')}**: {a['reason']} _(evidence: {a['evidence']})_" for a in row["rubric_aspects"]
+        f"- **{plain(a['aspect'].rstrip('.'))}**: {plain(a['reason'])} _(evidence: {plain(a['evidence'])})_"
+        for a in row["rubric_aspects"]
     )
-    return f"**Narrative.** {row['narrative']}\n\n**Rubric aspects**\n\n{aspects}"
+    return f"**Narrative.** {plain(row['narrative'])}\n\n**Rubric aspects**\n\n{aspects}"
 
 
-def model_input_markdown(item: EvalItem) -> str:
-    """What a model sees besides the answer: the question and the top-k posts."""
-    posts = format_posts(item.posts) if item.posts else "_no profile posts (profile-k = 0)_"
-    return (
-        f"**Question**\n\n{item.question}\n\n**Top-{len(item.posts)} profile posts** (most relevant first)\n\n{posts}"
-    )
+def _chat_text(chat: list[dict[str, str]]) -> str:
+    return "\n\n".join(f"── {message['role']} ──\n{message['content']}" for message in chat)
+
+
+def model_input_text(item: EvalItem, kind: str = PROMPT_KINDS[0]) -> str:
+    """The chat a model of `kind` reads for this pair, as plain text, built by the library's prompt builders."""
+    posts = f"top {len(item.posts)} profile posts" if item.posts else "no profile posts (profile-k = 0)"
+    if kind == "pairwise judge":
+        head = f"A pairwise judge's chat ({posts}), chosen shown as answer A; the second order swaps A and B."
+        return f"{head}\n\n{_chat_text(pairwise_chat(item, chosen_first=True))}"
+    if kind == "rating judge":
+        head = f"A rating judge's chat ({posts}) for the chosen answer; the rejected answer gets the same chat."
+        return f"{head}\n\n{_chat_text(score_chat(item, item.chosen))}"
+    template = "upstream" if "upstream" in kind else "default"
+    chat = reward_chat(item, "<the answer: chosen or rejected, below>", template)
+    head = f"A reward model's chat ({template} template, {posts}); it scores each answer in the assistant turn."
+    return f"{head}\n\n{_chat_text(chat)}"
 
 
 @lru_cache(maxsize=256)
@@ -66,7 +95,13 @@ def _scores_by_id(path: str, mtime: float) -> dict[str, dict[str, Any]]:
 
 
 def _stored_row(results: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
-    row = {"model": results["model"], "type": results.get("model_type", ""), "protocol": protocol_label(results)}
+    run = f"{coverage(results)[1]}, {results.get('created_at', '')[:16].replace('T', ' ')}"
+    row = {
+        "model": model_name(results["model"]),
+        "type": results.get("model_type", ""),
+        "protocol": protocol_label(results),
+        "run": run,
+    }
     if is_pairwise(record):
         return {
             **row,

@@ -80,8 +80,9 @@ def pair_result(model_id: str, model_type: str, record: dict[str, Any]) -> dict[
 class TryService:
     """Scores visitor pairs with allowlisted models (baselines here, models through the GPU runner)."""
 
-    def __init__(self, allowlist: Allowlist, scorers: ScorerCache, gpu_max_seconds: float):
+    def __init__(self, allowlist: Allowlist, scorers: ScorerCache, gpu_max_seconds: float, preload: float = 0.0):
         self.allowlist, self.scorers, self.gpu_max_seconds = allowlist, scorers, gpu_max_seconds
+        self.preload = preload  # seconds a fresh ZeroGPU worker spends copying preloaded models
 
     def try_pair(
         self,
@@ -95,7 +96,7 @@ class TryService:
         """Check the model and the texts, estimate GPU time, and score."""
         model = self.allowlist.get(model_id)
         item = custom_item(question, posts_text, answer_a, answer_b)
-        seconds = check_pair_budget(model, item, self.gpu_max_seconds)
+        seconds = check_pair_budget(model, item, self.gpu_max_seconds, self.preload)
         if model.is_baseline or gpu_runner is None:
             return self.score_item(model.id, item)
         return gpu_runner(model.id, item, seconds)

@@ -10,6 +10,7 @@ nothing here imports gradio, so each view is testable alone. Percentages are num
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,18 @@ OVERALL = "overall"
 DEMO_NOTE = "demo sample (written for this package): not benchmark data, not benchmark results"
 ORDERS = (("first", "chosen shown first"), ("second", "chosen shown second"))
 _VERDICT = {1: "chosen", 0: "rejected", -1: "no verdict"}
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&])")
+
+
+def plain(text: str) -> str:
+    """`text` escaped for Markdown: HTML tags, links, images and emphasis are shown as the characters they are.
+
+    >>> print(plain("<img src=x onerror=alert(1)> ![a](http://x)"))
+    \\<img src=x onerror=alert\\(1\\)\\> \\!\\[a\\]\\(http://x\\)
+    """
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
 def pct(value: float | None) -> float | None:
@@ -82,10 +95,12 @@ def _interval_note(results: dict[str, Any]) -> str:
 def _judge_lines(results: dict[str, Any]) -> list[str]:
     verdicts = results["num_verdicts"]
     lines = [
-        f"### {results['model']} ({results['model_type']}): **{100 * results['accuracy']:.2f} %** accuracy over {verdicts} verdicts",
+        f"### {results['model']} ({results['model_type']}): **{100 * results['accuracy']:.2f} %** accuracy "
+        f"over {verdicts} verdicts",
         f"{results['num_pairs']} pairs, each judged twice (chosen shown first, then second). 95 % interval "
-        f"{interval(*results['ci95'])}{_interval_note(results)}; no verdict: {results.get('no_verdict', results.get('ties', 0))} "
-        f"of {verdicts}; protocol {protocol_label(results)}; data {public_dataset(results.get('dataset'))}.",
+        f"{interval(*results['ci95'])}{_interval_note(results)}; "
+        f"no verdict: {results.get('no_verdict', results.get('ties', 0))} of {verdicts}; "
+        f"protocol {protocol_label(results)}; data {public_dataset(results.get('dataset'))}.",
     ]
     parts = []
     if "consistent_accuracy" in results:
@@ -109,7 +124,8 @@ def summary_markdown(results: dict[str, Any], reused: bool, notices: list[str]) 
         lines = [
             f"### {results['model']} ({results['model_type']}): **{100 * results['accuracy']:.2f} %** accuracy",
             f"95 % interval {interval(*results['ci95'])} over {results['num_pairs']} pairs "
-            f"(ties: {results['ties']}); protocol {protocol_label(results)}; data {public_dataset(results.get('dataset'))}.",
+            f"(ties: {results['ties']}); protocol {protocol_label(results)}; "
+            f"data {public_dataset(results.get('dataset'))}.",
         ]
         if "no_verdict" in results:
             lines.append(
@@ -183,6 +199,49 @@ def margin_frame(records: list[dict[str, Any]], bins: int = 20) -> tuple[pd.Data
     width = spread / bins if spread > 0 else 1.0
     width = float(f"{width:.2g}")  # a readable bin width
     return pd.DataFrame({"margin": margins, "pairs": [1] * len(margins)}), width, label
+
+
+def margin_counts(margins: list[float], bins: int = 20) -> tuple[list[float], list[int]]:
+    """Histogram of `margins`: (bin edges, pairs per bin). Equal values (or one value) give one bin around them.
+
+    >>> margin_counts([82.0, -50.0], bins=4)
+    ([-50.0, -17.0, 16.0, 49.0, 82.0], [1, 0, 0, 1])
+    """
+    import numpy as np
+
+    if not margins:
+        return [], []
+    low, high = min(margins), max(margins)
+    if high == low:
+        half = max(abs(low) * 0.05, 0.5)
+        return [low - half, high + half], [len(margins)]
+    counts, edges = np.histogram(margins, bins=bins, range=(low, high))
+    return [float(edge) for edge in edges], [int(n) for n in counts]
+
+
+def margin_figure(records: list[dict[str, Any]]):
+    """The margin histogram as a matplotlib Figure: whole-number pair counts, a line at 0 (right of it: correct)."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    frame, _width, label = margin_frame(records)
+    edges, counts = margin_counts(list(frame["margin"]))
+    figure = Figure(figsize=(7.5, 2.8), layout="constrained")
+    axis = figure.add_subplot()
+    if not counts:
+        axis.text(0.5, 0.5, label, ha="center", va="center")
+        axis.set_axis_off()
+        return figure
+    widths = [right - left for left, right in zip(edges, edges[1:])]
+    colours = [
+        "#54a24b" if left >= 0 else "#e45756" if right <= 0 else "#bab0ac" for left, right in zip(edges, edges[1:])
+    ]
+    axis.bar(edges[:-1], counts, width=widths, align="edge", color=colours, edgecolor="white")
+    axis.axvline(0, color="black", linewidth=1)
+    axis.yaxis.set_major_locator(MaxNLocator(integer=True))
+    axis.set_ylabel("pairs" if "Judge" not in label else "verdicts")
+    axis.set_xlabel(label + " (right of 0: correct)", fontsize=8)
+    return figure
 
 
 def _cut(text: str, limit: int = 160) -> str:
