@@ -21,6 +21,8 @@ FLAGS = {
     "--no-shared-prefix", "--judge-mode", "--backend", "--max-new-tokens", "--seed", "--output", "--cache-dir",
     "--no-progress",
 }  # fmt: skip
+#: Flags added since (issue 12: input protocols).
+NEW_FLAGS = {"--protocol", "--upstream-prompts"}
 
 
 def _evaluate_parser():
@@ -35,7 +37,7 @@ def _config(*argv: str) -> RunConfig:
 def test_every_field_is_an_option_with_the_historic_flags():
     assert len(option_fields(RunConfig)) == len(dataclasses.fields(RunConfig))
     flags = {flag for action in _evaluate_parser()._actions for flag in action.option_strings} - {"-h", "--help"}
-    assert flags == FLAGS
+    assert flags == FLAGS | NEW_FLAGS
 
 
 def test_help_shows_every_option_with_its_default_and_examples(capsys):

@@ -197,8 +197,8 @@ def test_each_retriever_has_its_own_cached_rankings(tiny_rm, cache):
     assert differ > 0  # the two retrievers disagree on some item, so a shared cache entry would show
 
 
-def test_upstream_template_at_k0_is_the_question_alone(tiny_rm, cache):
-    data, scorer = _item_and_scorer(tiny_rm, cache, k=0, template="upstream")
+def test_posts_first_template_at_k0_is_the_question_alone(tiny_rm, cache):
+    data, scorer = _item_and_scorer(tiny_rm, cache, k=0, template="posts-first")
     item = data.items[0]
     expected = scorer.tokenizer.apply_chat_template(
         [{"role": "user", "content": item.question}, {"role": "assistant", "content": item.chosen}],
@@ -575,7 +575,7 @@ def test_max_length_below_the_answer_is_a_one_line_error_naming_the_item(tiny_rm
 
 
 def test_a_llama3_style_tokenizer_gets_one_bos_where_render_then_retokenize_gives_two(tmp_path, cache):
-    """`--template upstream` reproduces upstream's messages, not its doubled BOS (see prompts.py)."""
+    """`--protocol prbench` tokenizes the chat directly: one BOS, where the reference route gives two."""
     from tokenizers.processors import TemplateProcessing
     from transformers import LlamaForSequenceClassification
 
@@ -598,13 +598,13 @@ def test_a_llama3_style_tokenizer_gets_one_bos_where_render_then_retokenize_give
         limit=1,
         profile_k=2,
         retriever="bm25",
-        template="upstream",
+        template="posts-first",
         progress=False,
         cache_dir=cache,
     )
     item, scorer = prepare_items(config).items[0], make_scorer(config)
     ours = scorer.fit(item).inputs[0]
-    chat = reward_chat(item, item.chosen, "upstream")
+    chat = reward_chat(item, item.chosen, "posts-first")
     upstream = scorer.tokenizer(scorer.tokenizer.apply_chat_template(chat, tokenize=False))["input_ids"]
     assert ours[:2] != [bos, bos] and ours[0] == bos and ours.count(bos) == 1
     assert upstream[:2] == [bos, bos] and upstream[1:] == ours

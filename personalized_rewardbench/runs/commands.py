@@ -69,7 +69,10 @@ def evaluate_command(args: argparse.Namespace) -> int:
         )
     elif "no_verdict" in results:
         print(f"judge: answers without a rating: {results['no_verdict']} (their pairs count as ties: wrong)")
-    if results.get("truncated_pairs"):
+    if results.get("truncated_pairs") and results["protocol"].get("name") == "upstream":
+        limit = results["protocol"].get("max_length")
+        print(f"cut pairs (an input cut at {limit} tokens, as the reference code does): {results['truncated_pairs']}")
+    elif results.get("truncated_pairs"):
         print(
             f"truncated pairs (lowest-ranked profile posts dropped to fit the max length): {results['truncated_pairs']}"
         )

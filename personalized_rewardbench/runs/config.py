@@ -18,6 +18,7 @@ from personalized_rewardbench.scoring.devices import DTYPES, auto_batch_tokens
 from personalized_rewardbench.scoring.judge_backends import BACKENDS
 from personalized_rewardbench.scoring.judges import JUDGE_MODES
 from personalized_rewardbench.scoring.prompts import TEMPLATES, check_template
+from personalized_rewardbench.scoring.protocols import DEFAULT_PROTOCOL, PROTOCOLS, check_protocol
 
 DEFAULT_MODEL = "baseline:embedding"
 MODEL_TYPES = ("auto", "classifier", "judge-pairwise", "judge-score")
@@ -49,7 +50,23 @@ class RunConfig:
         help=f"profile ranking: {' | '.join(RETRIEVERS)}",
         default_text="contriever, the upstream protocol; minilm when it cannot be loaded",
     )
-    template: str = option("default", help=f"prompt template: {' | '.join(TEMPLATES)}")
+    template: str = option(
+        "default", help=f"--protocol prbench only: the user turn's wording, {' | '.join(TEMPLATES)}"
+    )
+    protocol: str = option(
+        DEFAULT_PROTOCOL,
+        help="how inputs are built: prbench (chat tokenized directly, posts first, posts dropped before an answer "
+        "is cut) or upstream (the reference code's inputs token for token; README: Differences from the "
+        "reference code)",
+        choices=PROTOCOLS,
+    )
+    upstream_prompts: Path | None = option(
+        None,
+        help="--protocol upstream pairwise judges: a local clone of the reference repository (or its prompts/ "
+        "folder), whose pairwise prompt files are read",
+        metavar="DIR",
+        default_text="none",
+    )
     model_type: str = option(
         "auto", help="how to score: a classifier reward model or an LLM judge", choices=MODEL_TYPES
     )
@@ -95,4 +112,10 @@ class RunConfig:
         if self.batch_tokens < 1:
             raise UserError(f"--batch-tokens must be positive, got {self.batch_tokens}")
         check_template(self.template)
+        check_protocol(self.protocol)
+        if self.protocol == "upstream" and self.template != "default":
+            raise UserError(
+                f"--template {self.template} applies to --protocol prbench; --protocol upstream always uses "
+                "the reference code's user turn (question + profile)"
+            )
         self.output = Path(self.output)

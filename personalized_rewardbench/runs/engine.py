@@ -114,6 +114,7 @@ def run_identity(config: RunConfig, data: PreparedData, scorer: Scorer) -> dict[
         "model_revision": scorer.revision,
         "model_type": scorer.model_type,
         "protocol": {
+            "name": config.protocol,
             "profile_k": config.profile_k,
             "retriever": data.retriever,
             "subsets": sorted({item.subset for item in data.items}),
@@ -176,9 +177,8 @@ def identity_digest(identity: dict[str, Any]) -> str:
 def run_dir_for(config: RunConfig, data: PreparedData, scorer: Scorer, identity: dict[str, Any]) -> Path:
     """`<output>/<model>/<data>-<subset>-k<K>-<retriever>-<template>[-limitN][-<judge type>]-<identity hash>`."""
     tag = "" if scorer.model_type in ("classifier", "baseline") else scorer.model_type + "-" + config.judge_mode
-    readable = run_slug(
-        config.data, config.subsets, config.limit, config.profile_k, data.retriever, config.template, tag
-    )
+    template = config.template if config.protocol == "prbench" else config.protocol
+    readable = run_slug(config.data, config.subsets, config.limit, config.profile_k, data.retriever, template, tag)
     return config.output / slug(config.model) / f"{readable}-{identity_digest(identity)}"
 
 

@@ -6,6 +6,9 @@ Runs fall in three sections that are never ranked together:
 - ``partial``: the benchmark data, but a pair limit or only some subsets (e.g. every Space run);
 - ``demo``: runs on the bundled demo sample (flagged ``demo_sample``), whatever their coverage.
 
+Within a section, runs of different input protocols (``prbench``, ``upstream``: `scoring/protocols.py`)
+form separate blocks, each ranked on its own; the protocol is a column of its own (``input_protocol``).
+
 >>> coverage({"protocol": {"limit": 2, "subsets": ["Art_and_Entertainment"]}})
 (False, 'Art, first 2 per subset')
 """
@@ -18,6 +21,7 @@ from typing import Any
 from personalized_rewardbench.data.schema import SUBSETS
 from personalized_rewardbench.runs.results import find_results
 from personalized_rewardbench.runs.significance import profile_gain, rank_with_ties, run_outcomes
+from personalized_rewardbench.scoring.protocols import PROTOCOLS, protocol_name
 
 SHORT = {
     "Art_and_Entertainment": "Art",
@@ -35,8 +39,9 @@ SECTION_TITLES = {
 def protocol_label(result: dict[str, Any]) -> str:
     protocol = result.get("protocol", {})
     k = protocol.get("profile_k", 0)
-    label = f"k={k}" + (f" {protocol.get('retriever')}" if k else "")
-    if protocol.get("template", "default") != "default":
+    label = ("upstream " if protocol_name(result) == "upstream" else "") + f"k={k}"
+    label += f" {protocol.get('retriever')}" if k else ""
+    if protocol_name(result) == "prbench" and protocol.get("template", "default") != "default":
         label += f" {protocol['template']}"
     if protocol.get("judge_mode"):
         label += f" {protocol['judge_mode']}"
@@ -74,6 +79,7 @@ def leaderboard_rows(folder: Path, notices: list[str] | None = None) -> list[dic
             "model": result["model"],
             "type": result.get("model_type", ""),
             "protocol": protocol_label(result),
+            "input_protocol": protocol_name(result),
             "data": "demo sample"
             if result.get("demo_sample")
             else f"{result.get('dataset')}@{result.get('dataset_version') or result.get('dataset_revision')}",
@@ -96,7 +102,15 @@ def leaderboard_rows(folder: Path, notices: list[str] | None = None) -> list[dic
             row[SHORT[subset]] = figures["accuracy"] if figures else None
         row["subset_figures"] = {SHORT[name]: f for name, f in result.get("per_subset", {}).items() if name in SHORT}
         rows.append(row)
-    return sorted(rows, key=lambda r: (SECTIONS.index(r["section"]), not r["full"], -r["accuracy"]))
+    return sorted(
+        rows,
+        key=lambda r: (SECTIONS.index(r["section"]), _protocol_order(r), not r["full"], -r["accuracy"]),
+    )
+
+
+def _protocol_order(row: dict[str, Any]) -> int:
+    name = row.get("input_protocol", PROTOCOLS[0])
+    return PROTOCOLS.index(name) if name in PROTOCOLS else len(PROTOCOLS)
 
 
 def _twin_key(result: dict[str, Any]) -> str:
@@ -120,7 +134,10 @@ def with_significance(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return outcome_cache[row["path"]]
 
     benchmark = by_section(rows)["benchmark"]
-    ranked = {id(row): extra for row, extra in zip(benchmark, rank_with_ties(benchmark, outcomes))}
+    ranked = {}
+    for name in dict.fromkeys(row["input_protocol"] for row in benchmark):  # each protocol ranked on its own
+        group = [row for row in benchmark if row["input_protocol"] == name]
+        ranked.update({id(row): extra for row, extra in zip(group, rank_with_ties(group, outcomes))})
     out = []
     for row in rows:
         extra = ranked.get(id(row))
@@ -160,22 +177,29 @@ def print_leaderboard(rows: list[dict[str, Any]]) -> None:
         return
     rows = with_significance(rows)
     header = (
-        f"{'#':>3} {'model':<40} {'type':<15} {'protocol':<18} {'Art':>6} {'Life':>6} {'Soc':>6} {'overall':>8} "
-        f"{'95% CI':>15} {'pairs':>6} {'p(next)':>7} {'k gain':>14}  {'coverage':<24} data"
+        f"{'#':>3} {'model':<40} {'type':<15} {'inputs':<9} {'setting':<18} {'Art':>6} {'Life':>6} {'Soc':>6} "
+        f"{'overall':>8} {'95% CI':>15} {'pairs':>6} {'p(next)':>7} {'k gain':>14}  {'coverage':<24} data"
     )
     print(header)
     for name, section_rows in by_section(rows).items():
         if not section_rows:
             continue
         print(f"-- {SECTION_TITLES[name]} --")
+        previous, several = None, len({row["input_protocol"] for row in section_rows}) > 1
         for row in section_rows:
+            if several and row["input_protocol"] != previous:  # each protocol ranked on its own
+                previous = row["input_protocol"]
+                print(f"   [{previous} protocol, ranked on its own]")
             interval = f"[{_pct(row['ci95_low'])}, {_pct(row['ci95_high'])}]"
             place = "" if row["rank"] is None else str(row["rank"])
-            print(
-                f"{place:>3} {row['model'][-40:]:<40} {row['type']:<15} {row['protocol']:<18} {_pct(row['Art']):>6} "
-                f"{_pct(row['Lifestyle']):>6} {_pct(row['Society']):>6} {_pct(row['accuracy']):>8} {interval:>15} "
-                f"{row['num_pairs']:>6} {_p(row['p_next']):>7} {_gain(row):>14}  {row['coverage']:<24} {row['data']}"
-            )
+            cells = [
+                f"{place:>3} {row['model'][-40:]:<40} {row['type']:<15}",
+                f"{row['input_protocol']:<9} {row['protocol']:<18}",
+                " ".join(f"{_pct(row[key]):>6}" for key in ("Art", "Lifestyle", "Society")),
+                f"{_pct(row['accuracy']):>8} {interval:>15} {row['num_pairs']:>6} {_p(row['p_next']):>7}",
+                f"{_gain(row):>14}  {row['coverage']:<24} {row['data']}",
+            ]
+            print(" ".join(cells))
     if any(row["rank"] is not None for row in rows):
         print(
             "Ranks are shared where McNemar's exact test on the pairs two runs both scored finds no significant "

@@ -43,6 +43,7 @@ from personalized_rewardbench.scoring.model_loading import (
     model_revision,
 )
 from personalized_rewardbench.scoring.prompts import reward_chat, user_message
+from personalized_rewardbench.scoring.protocols import UpstreamInputs, use_eos_as_pad
 from personalized_rewardbench.scoring.registry import ModelSpec
 from personalized_rewardbench.scoring.shared_prefix import (
     DISABLED,
@@ -103,14 +104,18 @@ class ClassifierScorer(Scorer):
         template: str = "default",
         batch_tokens: int | None = None,
         shared_prefix: bool = True,
+        protocol: str = "prbench",
     ):
         self.name = model
+        self.protocol_name = protocol  # scoring/protocols.py: "upstream" builds the reference code's inputs
         self.spec = spec
         self.template = template
         self.tokenizer = load_tokenizer(model, spec, revision)
         self.model, self.device, self.dtype = load_classifier(model, spec, revision, device, dtype)
         self.batch_tokens = batch_tokens if batch_tokens is not None else auto_batch_tokens(self.device)
-        self.added_pad = ensure_distinct_pad(self.tokenizer, self.model)
+        upstream = protocol == "upstream"
+        self.added_pad = False if upstream else ensure_distinct_pad(self.tokenizer, self.model)
+        self.eos_pad = use_eos_as_pad(self.tokenizer, self.model) if upstream else False
         self.revision = model_revision(model, self.model.config, revision)
         num_labels = self.model.config.num_labels
         self.score_rule = (
@@ -118,12 +123,24 @@ class ClassifierScorer(Scorer):
         )
         self.model_limit: int | None = getattr(self.model.config, "max_position_embeddings", None)
         self.max_length = min(spec.max_length, self.model_limit or spec.max_length)
+        self.upstream = UpstreamInputs.for_model(model, self.tokenizer, self.max_length) if upstream else None
         support = shared_prefix_support(self.model)
         self.shared_prefix = shared_prefix and support.supported
         self.shared_prefix_note = support.reason if shared_prefix else DISABLED
         self._checked = False  # the model's shared-prefix check has run (see `_self_check`); model state, not run state
 
     def protocol(self) -> dict[str, Any]:
+        if self.upstream:
+            return {
+                "template": "question+profile",
+                "inputs": "render-then-tokenize",
+                "truncation": self.tokenizer.truncation_side,
+                "max_length": self.max_length,
+                "dtype": dtype_name(self.dtype),
+                "score_rule": self.score_rule,
+                "attn_implementation": attention_implementation(self.model),
+                "eos_pad": self.eos_pad,
+            }
         return {
             "template": self.template if self.tokenizer.chat_template else f"{self.template}+text-pair",
             "max_length": self.max_length,
@@ -135,7 +152,9 @@ class ClassifierScorer(Scorer):
 
     # -- encoding ---------------------------------------------------------------------------------
     def encode_answer(self, item: EvalItem, answer: str) -> list[int]:
-        """Token ids of the full input for one answer (no truncation)."""
+        """Token ids of the full input for one answer (no truncation; `--protocol upstream`: its own)."""
+        if self.upstream:
+            return self.upstream.encode_answer(item, answer)
         if self.tokenizer.chat_template:
             encoded = self.tokenizer.apply_chat_template(
                 reward_chat(item, answer, self.template), tokenize=True, return_dict=True
@@ -145,6 +164,8 @@ class ClassifierScorer(Scorer):
 
     def encode_prompt(self, item: EvalItem) -> list[int]:
         """Token ids of the input up to the start of the answer (the chat's generation prompt)."""
+        if self.upstream:
+            return self.upstream.encode_prompt(item)
         if self.tokenizer.chat_template:
             chat = reward_chat(item, "", self.template)[:1]
             encoded = self.tokenizer.apply_chat_template(
@@ -155,8 +176,12 @@ class ClassifierScorer(Scorer):
 
     def fit(self, item: EvalItem, answers: Sequence[str] | None = None) -> FittedGroup:
         """Every answer's input within `max_length` (default answers: chosen, rejected): drop the lowest-ranked
-        posts, then shorten the question; never cut an answer (`fitting.fit_item`)."""
+        posts, then shorten the question; never cut an answer (`fitting.fit_item`).
+
+        `--protocol upstream` keeps every post and cuts at `max_length` as the reference does (`truncated`: cut)."""
         answers = (item.chosen, item.rejected) if answers is None else tuple(answers)
+        if self.upstream:
+            return FittedGroup(item, *self.upstream.encode_answers(item, answers))
         fitted = fit_item(
             item,
             lambda candidate: tuple(self.encode_answer(candidate, answer) for answer in answers),
