@@ -50,9 +50,7 @@ class RunConfig:
         help=f"profile ranking: {' | '.join(RETRIEVERS)}",
         default_text="contriever, the upstream protocol; minilm when it cannot be loaded",
     )
-    template: str = option(
-        "default", help=f"--protocol prbench only: the user turn's wording, {' | '.join(TEMPLATES)}"
-    )
+    template: str = option("default", help=f"--protocol prbench only: the user turn's wording, {' | '.join(TEMPLATES)}")
     protocol: str = option(
         DEFAULT_PROTOCOL,
         help="how inputs are built: prbench (chat tokenized directly, posts first, posts dropped before an answer "

@@ -312,7 +312,8 @@ def check_vllm() -> None:
     """Raise a one-line UserError unless vllm is importable and a CUDA GPU is visible."""
     if importlib.util.find_spec("vllm") is None:
         raise UserError(
-            "--backend vllm: the vllm package is not installed (pip install vllm, on a machine with a CUDA GPU); or use --backend transformers"
+            "--backend vllm: the vllm package is not installed (pip install vllm, on a machine with a CUDA GPU); "
+            "or use --backend transformers"
         )
     if not torch.cuda.is_available():
         raise UserError("--backend vllm needs a CUDA GPU and none is visible; use --backend transformers")

@@ -23,9 +23,10 @@ and ``per_subset[*].accuracy`` are over all 2N verdicts (metric module, "pairwis
 ``ci95`` (overall and per subset) takes the *pair* as the unit, because a pair's two verdicts are
 not independent: the Wilson interval of that accuracy with n = N pairs (`pair_interval`; exact when
 the two orders always agree, conservative otherwise; ``ci95_unit`` "pairs", ``ci95_method`` "wilson").
-``num_pairs`` is N, ``num_verdicts`` 2N; ``no_verdict`` counts verdicts without a decision, and ``ties`` is the same count (a no-verdict is
-the judge's tie: wrong, half right in ``accuracy_ties_half``). Also ``consistent_accuracy`` (right in
-both orders, over N pairs) and ``position_bias`` (accuracy with chosen as A minus with chosen as B).
+``num_pairs`` is N, ``num_verdicts`` 2N; ``no_verdict`` counts verdicts without a decision, and ``ties`` is
+the same count (a no-verdict is the judge's tie: wrong, half right in ``accuracy_ties_half``).
+Also ``consistent_accuracy`` (right in both orders, over N pairs)
+and ``position_bias`` (accuracy with chosen as A minus with chosen as B).
 
 ``--model-type judge-score``: the judge rates each answer alone from 0 to 10. In logits mode the
 score is the expected rating under the judge's probabilities of the answers ``Rating: 0`` …
@@ -193,7 +194,8 @@ class _Judge(Scorer):
             )
         if self.mode == "generate" and self.max_new_tokens > limit - need:
             raise UserError(
-                f"--max-new-tokens {self.max_new_tokens} leaves no room for the prompt: {self.name!r} takes at most {limit} tokens "
+                f"--max-new-tokens {self.max_new_tokens} leaves no room for the prompt: "
+                f"{self.name!r} takes at most {limit} tokens "
                 f"and the judge prompt needs at least {need}; use --max-new-tokens {limit - need} or less"
             )
 
@@ -308,7 +310,8 @@ class PairwiseJudge(_Judge):
         missing = [letter for letter in LETTERS if self.reader is not None and letter not in self.reader.paths]
         if missing:
             raise UserError(
-                f"{self.name!r}: its tokenizer cannot spell the verdict {VERDICT_FORMAT.format(missing[0])!r} distinctly; use --judge-mode generate"
+                f"{self.name!r}: its tokenizer cannot spell the verdict {VERDICT_FORMAT.format(missing[0])!r} "
+                "distinctly; use --judge-mode generate"
             )
 
     def chats(self, item: EvalItem, answers: Sequence[str] | None = None) -> list[list[dict[str, str]]]:

@@ -106,7 +106,8 @@ class ResultsStore:
             return []  # a new results repo: the scheduler creates it
         except Exception as error:
             return [
-                f"cannot restore stored results from {self.repo_id} ({type(error).__name__}); showing local results only"
+                f"cannot restore stored results from {self.repo_id} ({type(error).__name__}); "
+                "showing local results only"
             ]
         return []
 
@@ -132,8 +133,14 @@ class ResultsStore:
         try:
             self._scheduler.trigger().result(timeout=timeout)
         except FutureTimeout:
-            return f"the results upload to {self.repo_id} is still running; it is saved locally and will be committed shortly"
+            return (
+                f"the results upload to {self.repo_id} is still running; "
+                "it is saved locally and will be committed shortly"
+            )
         except Exception as error:
             logger.warning("results upload to %s failed: %s", self.repo_id, type(error).__name__)
-            return f"saved locally, but the upload to {self.repo_id} failed ({type(error).__name__}); it is retried every {self.every_minutes:g} minutes"
+            return (
+                f"saved locally, but the upload to {self.repo_id} failed ({type(error).__name__}); "
+                f"it is retried every {self.every_minutes:g} minutes"
+            )
         return None
