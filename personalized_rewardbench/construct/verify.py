@@ -18,7 +18,7 @@ Two stages, in this order (the cheap rules first, so the judge only rates pairs 
 Lengths count whitespace-separated words; n-grams are over lower-cased ``\\w+`` words.
 
 >>> leaked_ngrams("As you said, you want short shows only.", ["I want short shows only please"], [], 4)
-['you want short shows', 'want short shows only']
+['want short shows only']
 >>> length_ratio("one two three four", "one two three four five")
 0.8
 """
