@@ -27,10 +27,10 @@ from personalized_rewardbench.scoring.judge_prompts import pairwise_chat
 from personalized_rewardbench.scoring.judges import (
     NO_RATING_SCORE,
     PairwiseJudge,
-    ScoreJudge,
     judge_figures,
     make_judge,
 )
+from personalized_rewardbench.scoring.rating_judge import ScoreJudge
 from personalized_rewardbench.scoring.registry import resolve_spec
 from personalized_rewardbench.scoring.verdicts import parse_rating, parse_verdict, read_choices, strip_reasoning
 from personalized_rewardbench.testing.tiny_models import build_tiny_causal_lm
