@@ -1,9 +1,10 @@
 """Personalized RewardBench Space: leaderboard, evaluate an allowlisted model, explore pairs, try your own.
 
 A thin gr.Blocks face: the state lives in `personalized_rewardbench.space.context.SpaceContext` (settings,
-allowlist, results store, data, scorers; runs and try-your-own services), the tables and texts in
-`space_board` (leaderboard), `space_views` (one run, try your own) and `space_pairs` (explore). Scores
-come from the same scorers and engine as `prbench evaluate`, so a run here writes the CLI's results.json.
+allowlist, results store, data, scorers; runs and try-your-own services), the event handlers in
+`space.handlers`, the tables and texts in `space.board` (leaderboard), `space.views` (one run, try your own),
+`space.pairs` (explore) and `space.compare`. Scores come from the same scorers and engine as `prbench evaluate`,
+so a run here writes the CLI's results.json.
 
 Run locally: `python space/app.py` (127.0.0.1, the bundled sample, the offline baselines). Environment
 variables are listed in `space_settings`'s docstring; GRADIO_SERVER_PORT picks the port. A configuration
@@ -12,7 +13,6 @@ error (unreadable allowlist, unreachable data) ends start-up with one line on st
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import sys
@@ -38,9 +38,8 @@ from personalized_rewardbench.space import compare as compare_views
 from personalized_rewardbench.space import pairs as pair_views
 from personalized_rewardbench.space import views as views
 from personalized_rewardbench.space.context import SpaceContext
-from personalized_rewardbench.space.data import find_row
 from personalized_rewardbench.space.errors import public_message
-from personalized_rewardbench.space.rate_limit import visitor_id
+from personalized_rewardbench.space.handlers import SECTIONS, Handlers, progress_reporter, visitor_errors
 from personalized_rewardbench.space.settings import (
     MAX_ANSWER_CHARS,
     MAX_POST_CHARS,
@@ -52,7 +51,6 @@ from personalized_rewardbench.space.settings import (
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 logging.getLogger("httpx").setLevel(logging.WARNING)
-logger = logging.getLogger("prbench.space")
 
 try:
     SPACE = SpaceContext(SpaceSettings.from_env(APP_DIR))
@@ -60,36 +58,6 @@ try:
 except UserError as error:  # a configuration mistake: one line for the operator, no traceback
     print(error.render("space/app.py"), file=sys.stderr)
     sys.exit(2)
-SOURCE = SPACE.source()
-RESULTS = SPACE.results_dir
-
-
-def visitor_errors(fn):
-    """Show a visitor one gr.Error line (no traceback, server path or CLI advice); unexpected errors are only logged."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except gr.Error:
-            raise
-        except UserError as error:
-            raise gr.Error(public_message(error), print_exception=False) from None
-        except Exception as error:
-            logger.exception("%s failed", fn.__name__)
-            raise gr.Error(
-                f"{fn.__name__.replace('_', ' ')} failed ({type(error).__name__}); it was logged. "
-                "Try again, or with fewer pairs or another model.",
-                print_exception=False,
-            ) from None
-
-    return wrapper
-
-
-def _reporter(progress):
-    if progress is None:
-        return None
-    return lambda done, total: progress((done, total), desc="scoring pairs", unit="pairs")
 
 
 # -- GPU work: a no-op decorator off Spaces; on ZeroGPU the requested time is the estimate ---------
@@ -97,7 +65,9 @@ def _reporter(progress):
 @spaces.GPU(duration=lambda config, model_id, prepared, seconds, progress=None: seconds)
 @visitor_errors
 def gpu_run(config, model_id, prepared, seconds, progress=None):
-    return SPACE.runs.execute(config, model_id, prepared, on_progress=_reporter(progress), requested_seconds=seconds)
+    return SPACE.runs.execute(
+        config, model_id, prepared, on_progress=progress_reporter(progress), requested_seconds=seconds
+    )
 
 
 @spaces.GPU(duration=lambda model_id, item, seconds: seconds)
@@ -106,152 +76,10 @@ def gpu_score(model_id, item, seconds):
     return SPACE.tries.score_item(model_id, item)
 
 
-# -- event handlers ------------------------------------------------------------------------------
-SECTIONS = ("benchmark", "partial", "demo")
-
-
-@visitor_errors
-def leaderboard(type_filter, protocol_filter, search, columns, show_demo, chart_section, chart_subset):
-    """Each section's heading and table (benchmark runs ranked, partial runs, demo-sample runs) and the chart."""
-    sections = board_views.filtered_sections(RESULTS, type_filter, protocol_filter, search)
-    filtered = (
-        bool((search or "").strip()) or type_filter not in (views.ALL, None) or protocol_filter not in (views.ALL, None)
-    )
-    outputs = []
-    for name in SECTIONS:
-        frame = board_views.section_frame(sections[name], columns)
-        outputs += [
-            board_views.section_heading(name, sections[name], filtered),
-            gr.Dataframe(
-                value=frame,
-                visible=not frame.empty,
-                datatype=["markdown" if column == "model" else "str" for column in frame.columns],
-                column_widths=[board_views.WIDTHS[column] for column in frame.columns],
-            ),
-        ]
-    shown = board_views.chart_sections(show_demo)
-    section = chart_section if chart_section in shown else shown[0]
-    rows = board_views.chart_rows(RESULTS, chart_subset, type_filter, protocol_filter, section, search, show_demo)
-    title = f"{section}, {chart_subset}: accuracy per run"
-    return *outputs, board_views.chart_figure(rows, title)
-
-
-def demo_shown(shown: bool, chart_section: str):
-    """Show or hide the demo-sample table; the chart offers demo-sample runs only while they are shown."""
-    choices = board_views.chart_sections(shown)
-    return gr.Group(visible=shown), gr.Radio(
-        choices=choices, value=chart_section if chart_section in choices else choices[0]
-    )
-
-
-def refresh_filters():
-    types, protocols = board_views.filter_choices(RESULTS)
-    return gr.Dropdown(choices=types), gr.Dropdown(choices=protocols)
-
-
-@visitor_errors
-def refresh_store():
-    """Pull runs added to the Hub results dataset since the last pull (at most once a minute), and say so."""
-    notice = SPACE.refresh()
-    if notice:
-        gr.Warning(public_message(notice))
-    else:
-        gr.Info(f"Leaderboard refreshed: {len(board_views.leaderboard_rows(RESULTS))} stored runs.")
-
-
-@visitor_errors
-def evaluate(model_id, subsets, pairs, profile_k, request: gr.Request, progress=gr.Progress()):
-    """Score an allowlisted model on the chosen pairs (or serve the identical stored run)."""
-    client = getattr(request, "client", None)
-    visitor = visitor_id(getattr(request, "headers", None), getattr(client, "host", None))
-    progress(0, desc="loading the pairs")
-    plan, payload = SPACE.runs.evaluate(
-        model_id,
-        subsets,
-        pairs,
-        profile_k,
-        gpu_runner=lambda config, model, prepared, seconds: gpu_run(config, model, prepared, seconds, progress),
-        on_progress=_reporter(progress),
-        on_ranking=lambda done, total: progress((done, total), desc="ranking profile posts", unit="pairs"),
-        visitor=visitor,
-    )
-    results, records = payload["results"], payload["records"]
-    worst = views.worst_pairs_frame(records, plan.data.items)
-    return (
-        views.summary_markdown(results, payload["reused"], [public_message(notice) for notice in payload["notices"]]),
-        gr.Dataframe(value=views.subset_frame(results), visible=True),
-        gr.Plot(value=views.margin_figure(records), visible=True),
-        gr.Dataframe(value=worst, visible=not worst.empty),
-        views.public_results(results),
-    )
-
-
-def clear_run():
-    """Empty the result area before a run, so an error never sits beside an earlier run's result."""
-    hidden = gr.Dataframe(value=None, visible=False)
-    return "", hidden, gr.Plot(value=None, visible=False), hidden, None
-
-
-@visitor_errors
-def try_your_own(model_id, question, posts, answer_a, answer_b):
-    """Both scores of a visitor's own pair and which answer the model prefers."""
-    result = SPACE.tries.try_pair(model_id, question, posts, answer_a, answer_b, gpu_runner=gpu_score)
-    return views.try_markdown(result), result
-
-
-@visitor_errors
-def show_pair(pair_id, profile_k, kind=pair_views.PROMPT_KINDS[0]):
-    """What a model sees (built by the library's prompt builders), the answer key (for humans only), both
-    answers, and the scores stored runs gave this pair."""
-    row, item = SPACE.data.pair(pair_id, profile_k)
-    scores = pair_views.stored_scores_frame(RESULTS, SOURCE, row["id"])
-    return (
-        pair_views.model_input_text(item, kind),
-        pair_views.answer_key_markdown(row),
-        item.chosen,
-        item.rejected,
-        gr.Dataframe(value=scores, visible=not scores.empty),
-    )
-
-
-def pair_menu(subset, current=None):
-    """The pair menu of `subset`, keeping the current pair when it belongs to it."""
-    choices = pair_views.pair_choices(SOURCE, subset)
-    ids = [value for _, value in choices]
-    return gr.Dropdown(choices=choices, value=current if current in ids else (ids[0] if ids else None))
-
-
-@visitor_errors
-def compare(run_a, run_b):
-    """Two stored runs on the same pairs: per-subset difference with its interval, McNemar's p, agreement,
-    and the pairs where they disagree."""
-    result = compare_views.compare_runs(RESULTS, SOURCE, run_a, run_b)
-    disagreements = result["disagreements"]
-    return (
-        result["summary"],
-        gr.Dataframe(value=result["subsets"], visible=True),
-        gr.Dataframe(value=disagreements, visible=not disagreements.empty),
-    )
-
-
-def compare_menus(run_a, run_b):
-    """Both run menus with every stored run (refreshed when the tab is opened)."""
-    choices = compare_views.run_choices(RESULTS)
-    keys = [key for _, key in choices]
-    first, second = compare_views.default_pair(RESULTS)
-    return (
-        gr.Dropdown(choices=choices, value=run_a if run_a in keys else first),
-        gr.Dropdown(choices=choices, value=run_b if run_b in keys else second),
-    )
-
-
-def open_in_explore(table, evt: gr.SelectData):
-    """A click on a disagreement opens that pair in Explore."""
-    pair = str(table.iloc[evt.index[0]]["id"]) if table is not None and len(table) else ""
-    found = find_row(SOURCE, pair)
-    if found is None:  # a run on other data than this Space's: nothing to open
-        return gr.Tabs(), gr.Dropdown(), gr.Dropdown()
-    return gr.Tabs(selected="explore"), gr.Dropdown(value=found[0]), pair_menu(found[0], pair)
+# -- event handlers (personalized_rewardbench.space.handlers) ------------------------------------
+HANDLERS = Handlers(SPACE, gpu_run=gpu_run, gpu_score=gpu_score)
+SOURCE = HANDLERS.source
+RESULTS = HANDLERS.results
 
 
 # -- layout --------------------------------------------------------------------------------------
@@ -504,44 +332,52 @@ with gr.Blocks(title="Personalized RewardBench") as demo:
     board_inputs = [type_filter, protocol_filter, search, columns, show_demo, chart_section, chart_subset]
     board_outputs = [component for name in SECTIONS for component in (headings[name], tables[name])]
     board_outputs.append(chart)
-    demo.load(leaderboard, board_inputs, board_outputs, api_name="leaderboard")
+    demo.load(HANDLERS.leaderboard, board_inputs, board_outputs, api_name="leaderboard")
     for control in (type_filter, protocol_filter, columns, chart_section, chart_subset):
-        control.change(leaderboard, board_inputs, board_outputs, api_visibility="private")
-    search.change(leaderboard, board_inputs, board_outputs, api_visibility="private", trigger_mode="always_last")
+        control.change(HANDLERS.leaderboard, board_inputs, board_outputs, api_visibility="private")
+    search.change(
+        HANDLERS.leaderboard, board_inputs, board_outputs, api_visibility="private", trigger_mode="always_last"
+    )
     show_demo.change(
-        demo_shown, [show_demo, chart_section], [demo_group, chart_section], api_visibility="private"
-    ).then(leaderboard, board_inputs, board_outputs, api_visibility="private")
-    refresh.click(refresh_store, None, None, api_visibility="private").then(
-        refresh_filters, None, [type_filter, protocol_filter], api_visibility="private"
-    ).then(leaderboard, board_inputs, board_outputs, api_visibility="private")
-    run.click(clear_run, None, [summary, per_subset, margins, worst, results_json], api_visibility="private").then(
-        evaluate,
+        HANDLERS.demo_shown, [show_demo, chart_section], [demo_group, chart_section], api_visibility="private"
+    ).then(HANDLERS.leaderboard, board_inputs, board_outputs, api_visibility="private")
+    refresh.click(HANDLERS.refresh_store, None, None, api_visibility="private").then(
+        HANDLERS.refresh_filters, None, [type_filter, protocol_filter], api_visibility="private"
+    ).then(HANDLERS.leaderboard, board_inputs, board_outputs, api_visibility="private")
+    run.click(
+        HANDLERS.clear_run, None, [summary, per_subset, margins, worst, results_json], api_visibility="private"
+    ).then(
+        HANDLERS.evaluate,
         [model, subsets, pairs, profile_k],
         [summary, per_subset, margins, worst, results_json],
         api_name="evaluate",
         concurrency_id="gpu",
         concurrency_limit=1,
-    ).then(refresh_filters, None, [type_filter, protocol_filter], api_visibility="private").then(
-        leaderboard, board_inputs, board_outputs, api_visibility="private"
+    ).then(HANDLERS.refresh_filters, None, [type_filter, protocol_filter], api_visibility="private").then(
+        HANDLERS.leaderboard, board_inputs, board_outputs, api_visibility="private"
     )
     score.click(lambda: ("", None), None, [try_summary, try_json], api_visibility="private").then(
-        try_your_own,
+        HANDLERS.try_your_own,
         [try_model, question, posts, answer_a, answer_b],
         [try_summary, try_json],
         api_name="try",
         concurrency_id="gpu",
         concurrency_limit=1,
     )
-    explore_subset.change(pair_menu, [explore_subset, pair_id], pair_id, api_visibility="private")
+    explore_subset.change(HANDLERS.pair_menu, [explore_subset, pair_id], pair_id, api_visibility="private")
     pair_outputs = [model_view, answer_key, chosen_text, rejected_text, stored_scores]
-    compare_tab.select(compare_menus, [run_a, run_b], [run_a, run_b], api_visibility="private")
-    compare_button.click(compare, [run_a, run_b], [compare_summary, compare_subsets, disagreements], api_name="compare")
-    disagreements.select(open_in_explore, disagreements, [tabs, explore_subset, pair_id], api_visibility="private")
+    compare_tab.select(HANDLERS.compare_menus, [run_a, run_b], [run_a, run_b], api_visibility="private")
+    compare_button.click(
+        HANDLERS.compare, [run_a, run_b], [compare_summary, compare_subsets, disagreements], api_name="compare"
+    )
+    disagreements.select(
+        HANDLERS.open_in_explore, disagreements, [tabs, explore_subset, pair_id], api_visibility="private"
+    )
     pair_inputs = [pair_id, explore_k, prompt_kind]
-    pair_id.change(show_pair, pair_inputs, pair_outputs, api_name="pair")
+    pair_id.change(HANDLERS.show_pair, pair_inputs, pair_outputs, api_name="pair")
     for control in (explore_k, prompt_kind):
-        control.change(show_pair, pair_inputs, pair_outputs, api_visibility="private")
-    demo.load(show_pair, pair_inputs, pair_outputs, api_visibility="private")
+        control.change(HANDLERS.show_pair, pair_inputs, pair_outputs, api_visibility="private")
+    demo.load(HANDLERS.show_pair, pair_inputs, pair_outputs, api_visibility="private")
 
 demo.queue(max_size=SPACE.settings.queue_size, default_concurrency_limit=2)
 
