@@ -23,6 +23,7 @@ from personalized_rewardbench.space.board import (
     section_frame,
     section_heading,
 )
+from personalized_rewardbench.space.views import HUB_URL
 
 
 def _outcomes(flags: list[tuple[bool, bool]]) -> tuple[dict, dict]:
@@ -164,7 +165,7 @@ def test_board_tables_search_filters_and_empty_sections(board):
     assert "No run matches the search" in section_heading("demo", sections["demo"], filtered=True)
     assert "No partial runs yet" in section_heading("partial", [], filtered=False)
     assert section_heading("benchmark", sections["benchmark"], True).startswith("### Benchmark runs (1)")
-    assert model_cell("Org/mid-b") == "[mid-b](https://huggingface.co/Org/mid-b)"
+    assert model_cell("Org/mid-b") == f"[mid-b]({HUB_URL}/Org/mid-b)"
     assert model_cell("/srv/models/tiny-rm") == "local: tiny-rm" and model_cell("baseline:length") == "baseline:length"
     frame = section_frame(filtered_sections(board)["partial"], columns=["pairs", "coverage"])
     assert list(frame.columns) == ["rank", "model", "overall", "pairs", "coverage"]

@@ -9,9 +9,10 @@ True
 from __future__ import annotations
 
 from personalized_rewardbench.data.sources import UPSTREAM_REPO
+from personalized_rewardbench.space.views import HUB_URL
 
 PAPER_URL = "https://arxiv.org/abs/2604.07343"
-DATASET_URL = f"https://huggingface.co/datasets/{UPSTREAM_REPO}"
+DATASET_URL = f"{HUB_URL}/datasets/{UPSTREAM_REPO}"
 CITATION = """@misc{ma2026personalizedrewardbench,
   title = {Personalized RewardBench},
   author = {Ma, Qiyao and others},
@@ -23,14 +24,14 @@ CITATION = """@misc{ma2026personalizedrewardbench,
 
 def _metric_link(space_id: str | None) -> str:
     if space_id:
-        return f"[`metric/personalized_accuracy`](https://huggingface.co/spaces/{space_id}/tree/main/metric/personalized_accuracy)"
+        return f"[`metric/personalized_accuracy`]({HUB_URL}/spaces/{space_id}/tree/main/metric/personalized_accuracy)"
     return "`metric/personalized_accuracy` (bundled with this Space)"
 
 
 def about_markdown(space_id: str | None, results_repo: str | None) -> str:
     """The About tab's text (the citation is shown separately, as a code block)."""
     submit_to = (
-        f"the results dataset [`{results_repo}`](https://huggingface.co/datasets/{results_repo})"
+        f"the results dataset [`{results_repo}`]({HUB_URL}/datasets/{results_repo})"
         if results_repo
         else "this Space's results dataset (ask its maintainers for the repository)"
     )

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from personalized_rewardbench.runs.leaderboard import SHORT, by_section, leaderboard_rows, with_significance
-from personalized_rewardbench.space.views import ALL, OVERALL, interval, pct, plain, public_dataset
+from personalized_rewardbench.space.views import ALL, HUB_URL, OVERALL, interval, pct, plain, public_dataset
 
 #: Every column a table can show, in order; the first three are always shown (and pinned on phones).
 ALWAYS = ["rank", "model", OVERALL]
@@ -82,7 +82,7 @@ def model_cell(model_id: str) -> str:
         return f"local: {Path(model_id).name}"  # set by the operator (PRBENCH_EXTRA_MODELS)
     if not _HUB_ID.fullmatch(model_id):  # e.g. a results.json from elsewhere: shown as the text it is
         return plain(model_id)
-    return f"[{model_name(model_id)}](https://huggingface.co/{model_id})"
+    return f"[{model_name(model_id)}]({HUB_URL}/{model_id})"
 
 
 def model_name(model_id: str) -> str:

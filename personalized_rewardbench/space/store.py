@@ -20,6 +20,8 @@ from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
+from personalized_rewardbench.space.views import HUB_URL
+
 logger = logging.getLogger(__name__)
 
 #: Only finished-run files travel to the Hub (never partial score logs or temp files).
@@ -60,9 +62,7 @@ class ResultsStore:
         """Where results are kept, in words a visitor may read (no server path)."""
         where = "this Space's results folder"
         if self.syncs_to_hub:
-            return (
-                f"{where}, mirrored to the Hub dataset [{self.repo_id}](https://huggingface.co/datasets/{self.repo_id})"
-            )
+            return f"{where}, mirrored to the Hub dataset [{self.repo_id}]({HUB_URL}/datasets/{self.repo_id})"
         return where
 
     def start(self) -> list[str]:

@@ -20,6 +20,7 @@ from personalized_rewardbench.data.eval_items import EvalItem
 from personalized_rewardbench.runs.leaderboard import SHORT, coverage, protocol_label
 
 ALL = "all"
+HUB_URL = "https://huggingface.co"  # where model, dataset and Space links point
 OVERALL = "overall"
 DEMO_NOTE = "demo sample (written for this package): not benchmark data, not benchmark results"
 ORDERS = (("first", "chosen shown first"), ("second", "chosen shown second"))
