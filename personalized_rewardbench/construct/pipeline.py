@@ -34,7 +34,7 @@ from personalized_rewardbench.data.ranking_cache import rank_profiles
 from personalized_rewardbench.data.retrieval import RETRIEVERS, make_retriever
 from personalized_rewardbench.data.schema import check_subset
 from personalized_rewardbench.data.sources import Source, load_source, select
-from personalized_rewardbench.downstream.generation import Sampling, make_generator, sample_seed
+from personalized_rewardbench.downstream.generation import Sampling, generator_for, make_generator, sample_seed
 from personalized_rewardbench.downstream.resumable import RUN_FILE, check_identity, read_jsonl, run_batches
 from personalized_rewardbench.downstream.rubric_judge import (
     RUBRIC_PROMPT,
@@ -183,15 +183,7 @@ def _check_out(out: Path) -> None:
 
 def make_backends(config: ConstructConfig) -> tuple[Any, Any]:
     """(generator, judge) from the config; the generator model judges itself unless --judge is given."""
-    generator = make_generator(
-        config.generator,
-        config.backend,
-        base_url=config.base_url,
-        revision=config.revision,
-        device=config.device,
-        dtype=config.dtype,
-        concurrency=config.concurrency,
-    )
+    generator = generator_for(config.generator, config)
     if config.judge is None and config.judge_base_url is None:
         return generator, generator
     judge = make_generator(

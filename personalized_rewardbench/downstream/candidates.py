@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from personalized_rewardbench.data.eval_items import EvalItem
-from personalized_rewardbench.downstream.generation import Sampling, make_generator, sample_seed
+from personalized_rewardbench.downstream.generation import Sampling, generator_for, sample_seed
 from personalized_rewardbench.downstream.resumable import RUN_FILE, check_identity, read_jsonl, run_batches
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.runs.config import RunConfig
@@ -108,15 +108,7 @@ def generate_candidates(
 ) -> list[dict[str, Any]] | None:
     """Write `<output>/candidates.jsonl` (resumable, sharded); returns its records on rank 0."""
     data = prepare_items(config.run_config(), log if rank == 0 else (lambda _m: None))
-    generator = make_generator(
-        config.policy,
-        config.backend,
-        base_url=config.base_url,
-        revision=config.revision,
-        device=config.device,
-        dtype=config.dtype,
-        concurrency=config.concurrency,
-    )
+    generator = generator_for(config.policy, config)
     if rank == 0:
         config.output.mkdir(parents=True, exist_ok=True)
         check_identity(config.output, _identity(config, data, generator))

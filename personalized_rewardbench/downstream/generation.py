@@ -283,3 +283,17 @@ def make_generator(
     if backend != "transformers":
         raise UserError(f"unknown --backend {backend!r}: choose one of {', '.join(BACKENDS)}")
     return TransformersGenerator(model, revision=revision, device=device, dtype=dtype)
+
+
+def generator_for(model: str, options: Any) -> Any:
+    """`make_generator` for `model` with the backend options a step's config carries
+    (`backend`, `base_url`, `revision`, `device`, `dtype`, `concurrency`)."""
+    return make_generator(
+        model,
+        options.backend,
+        base_url=options.base_url,
+        revision=options.revision,
+        device=options.device,
+        dtype=options.dtype,
+        concurrency=options.concurrency,
+    )

@@ -29,7 +29,7 @@ from typing import Any
 
 from personalized_rewardbench.data.sources import load_source, select
 from personalized_rewardbench.downstream.candidates import load_candidates
-from personalized_rewardbench.downstream.generation import Sampling, make_generator
+from personalized_rewardbench.downstream.generation import Sampling, generator_for
 from personalized_rewardbench.downstream.resumable import check_identity, run_batches
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.runs.engine import identity_digest
@@ -143,15 +143,7 @@ def judge_candidates(config: JudgeConfig, *, rank: int = 0, world_size: int = 1,
     missing = [record["id"] for record in records if record["id"] not in rows]
     if missing:
         raise UserError(f"{config.candidates}: item {missing[0]} is not in {identity['dataset']} any more")
-    generator = make_generator(
-        config.judge,
-        config.backend,
-        base_url=config.base_url,
-        revision=config.revision,
-        device=config.device,
-        dtype=config.dtype,
-        concurrency=config.concurrency,
-    )
+    generator = generator_for(config.judge, config)
     judge_identity = {
         "judge": config.judge,
         "judge_revision": generator.revision,
