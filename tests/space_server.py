@@ -25,14 +25,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_space(workdir: Path, **env: str):
-    """Yield the URL of a Space started in `workdir` with `env` added; its log is `workdir/space.log`."""
+def running_space(workdir: Path, script: Path = APP, **env: str):
+    """Yield the URL of a Space (`script`, by default space/app.py) started in `workdir` with `env` added;
+    its log is `workdir/space.log`."""
     port = free_port()
     environment = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1", **env}
     log_path = workdir / "space.log"
     with log_path.open("w") as log:
         process = subprocess.Popen(
-            [sys.executable, str(APP)], cwd=workdir, env=environment, stdout=log, stderr=subprocess.STDOUT
+            [sys.executable, str(script)], cwd=workdir, env=environment, stdout=log, stderr=subprocess.STDOUT
         )
     url = f"http://127.0.0.1:{port}"
     try:
