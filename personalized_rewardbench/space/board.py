@@ -99,10 +99,16 @@ def _matches(row: dict[str, Any], type_filter: str, protocol_filter: str, search
 
 
 def filtered_sections(
-    folder: Path, type_filter: str = ALL, protocol_filter: str = ALL, search: str = ""
+    folder: Path,
+    type_filter: str = ALL,
+    protocol_filter: str = ALL,
+    search: str = "",
+    notices: list[str] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """The rows of each section (ranks and profile gains computed over the unfiltered board), then filtered."""
-    rows = with_significance(leaderboard_rows(folder))
+    """The rows of each section (ranks and profile gains computed over the unfiltered board), then filtered.
+
+    A stored results.json that cannot be read is left out; its reason (naming the file) goes to `notices`."""
+    rows = with_significance(leaderboard_rows(folder, notices))
     return {
         name: [row for row in section_rows if _matches(row, type_filter, protocol_filter, search)]
         for name, section_rows in by_section(rows).items()
@@ -157,6 +163,20 @@ def section_frame(rows: list[dict[str, Any]], columns: list[str] | None = None) 
         }
         records.append(record)
     return pd.DataFrame(records, columns=ALWAYS + chosen)
+
+
+def skipped_runs_note(count: int) -> str:
+    """The visitor's line about stored runs left off the board (the reasons name server files: logged only).
+
+    >>> skipped_runs_note(2).split(";")[0]
+    '_2 stored runs could not be read and are left off the leaderboard'
+    """
+    runs = "1 stored run" if count == 1 else f"{count} stored runs"
+    verb = "is" if count == 1 else "are"
+    return (
+        f"_{runs} could not be read and {verb} left off the leaderboard; "
+        "the reason was logged for the Space's maintainers._"
+    )
 
 
 def section_heading(name: str, rows: list[dict[str, Any]], filtered: bool) -> str:
@@ -244,8 +264,9 @@ def chart_figure(frame: pd.DataFrame, title: str):
     """Horizontal bars (best on top) with 95 % interval error bars and the 50 % chance line; a matplotlib Figure."""
     from matplotlib.figure import Figure
 
-    height = 1.2 + 0.42 * max(1, len(frame))
-    figure = Figure(figsize=(7.5, height), layout="constrained")
+    # narrow with large type: the image is scaled to the column, about 360 px on a phone
+    height = 1.4 + 0.5 * max(1, len(frame))
+    figure = Figure(figsize=(6.0, height), layout="constrained")
     axis = figure.add_subplot()
     if frame.empty:
         axis.text(0.5, 0.5, "no runs to chart: check the section, the search and the filters", ha="center", va="center")
@@ -260,12 +281,12 @@ def chart_figure(frame: pd.DataFrame, title: str):
     positions = range(len(frame))
     axis.barh(positions, accuracy, xerr=errors, color=colours, capsize=3, error_kw={"elinewidth": 1})
     labels = [f"{run}  (n={pairs})" for run, pairs in zip(frame["run"], frame["pairs"])]
-    axis.set_yticks(list(positions), labels, fontsize=8)
+    axis.set_yticks(list(positions), labels, fontsize=10)
     axis.axvline(50, color="grey", linestyle="--", linewidth=1)
     axis.set_xlim(0, 100)
-    axis.set_xlabel("accuracy (%), bars: 95 % Wilson interval; dashed: chance (50 %)", fontsize=8)
-    axis.set_title(title, fontsize=9)
+    axis.set_xlabel("accuracy (%); bars: 95 % Wilson interval; dashed: chance", fontsize=9)
+    axis.set_title(title, fontsize=11)
     for kind in types:
         axis.bar(0, 0, color=palette[types.index(kind) % len(palette)], label=kind)
-    axis.legend(fontsize=7, loc="lower right")
+    axis.legend(fontsize=9, loc="lower right")
     return figure

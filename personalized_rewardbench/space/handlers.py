@@ -72,7 +72,10 @@ class Handlers:
     @visitor_errors
     def leaderboard(self, type_filter, protocol_filter, search, columns, show_demo, chart_section, chart_subset):
         """Each section's heading and table (benchmark runs ranked, partial runs, demo-sample runs) and the chart."""
-        sections = board_views.filtered_sections(self.results, type_filter, protocol_filter, search)
+        skipped: list[str] = []
+        sections = board_views.filtered_sections(self.results, type_filter, protocol_filter, search, skipped)
+        for notice in skipped:
+            logger.warning("leaderboard: %s", notice)
         filtered = (
             bool((search or "").strip())
             or type_filter not in (views.ALL, None)
@@ -90,6 +93,8 @@ class Handlers:
                     column_widths=[board_views.WIDTHS[column] for column in frame.columns],
                 ),
             ]
+        if skipped:  # above every table, under the first heading
+            outputs[0] += "\n\n" + board_views.skipped_runs_note(len(skipped))
         shown = board_views.chart_sections(show_demo)
         section = chart_section if chart_section in shown else shown[0]
         rows = board_views.chart_rows(
