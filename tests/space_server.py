@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -27,13 +28,19 @@ def free_port() -> int:
 @contextmanager
 def running_space(workdir: Path, script: Path = APP, **env: str):
     """Yield the URL of a Space (`script`, by default space/app.py) started in `workdir` with `env` added;
-    its log is `workdir/space.log`."""
+    its log is `workdir/space.log`. The Space runs in a process group of its own, and the whole group is
+    stopped at the end: on ZeroGPU the Space forks GPU workers that would outlive it."""
     port = free_port()
     environment = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1", **env}
     log_path = workdir / "space.log"
     with log_path.open("w") as log:
         process = subprocess.Popen(
-            [sys.executable, str(script)], cwd=workdir, env=environment, stdout=log, stderr=subprocess.STDOUT
+            [sys.executable, str(script)],
+            cwd=workdir,
+            env=environment,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -54,12 +61,22 @@ def running_space(workdir: Path, script: Path = APP, **env: str):
             time.sleep(0.5)
         yield url
     finally:
-        process.terminate()
+        _stop_group(process)
+
+
+def _stop_group(process: subprocess.Popen) -> None:
+    """SIGTERM to the process and what it forked, SIGKILL to whatever is left after 20 s."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        if sig == signal.SIGTERM:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                pass
+    process.wait()
 
 
 def cli_results(output: Path, model: str, limit: int, profile_k: int) -> dict:

@@ -135,14 +135,14 @@ def test_a_damaged_stored_run_is_left_off_with_a_note_and_logged(space):
     damaged.write_text('{"model": "someone/broken", "accuracy": ')  # cut off mid-write
     try:
         _benchmark, _partial, demo, headings = _board(space["client"])
-        assert "1 stored run could not be read and is left off the leaderboard" in headings[0]
+        assert "1 stored results file is left off the leaderboard (unreadable" in headings[0]
         assert str(space["root"]) not in " ".join(headings)  # the reason names a server file: logged only
         assert demo["data"] and "someone/broken" not in json.dumps(demo["data"])
         log = (space["root"] / "space.log").read_text()
         assert "leaderboard: skipped" in log and str(damaged) in log
     finally:
         damaged.unlink()
-    assert "could not be read" not in _board(space["client"])[3][0]
+    assert "left off the leaderboard" not in _board(space["client"])[3][0]
 
 
 def test_try_your_own_returns_two_scores(space):

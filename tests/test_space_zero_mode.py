@@ -16,6 +16,7 @@ import yaml
 from fake_zero_api import FakeZeroApi
 from gradio_client import Client
 from space_server import REPO, cli_results, running_space
+from spaces.zero.config import get_config
 
 from personalized_rewardbench.data.schema import SUBSETS
 from personalized_rewardbench.space.gpu_budget import FLOOR_SECONDS
@@ -81,7 +82,8 @@ def test_zero_mode_run_and_try_your_own_go_through_schedule_fork_pickle_release(
     assert api.paths() == ["/startup-report", "/schedule", "/allow", "/release"]
     schedule, allow, release = api.calls[1:]
     requested = results["runtime"]["gpu_seconds_requested"]
-    assert schedule["params"]["durationSeconds"] == str(requested)  # the H200 configuration's factor is 1.0
+    factor = get_config()["duration_factor"]  # spaces scales the request by the host GPU's factor (1.0 here)
+    assert schedule["params"]["durationSeconds"] == str(round(requested * factor))
     assert schedule["params"]["cgroupPath"] == CGROUP
     assert allow["params"]["allowToken"] == release["params"]["allowToken"] == "token-1"
     assert release["params"]["fail"] == "false"

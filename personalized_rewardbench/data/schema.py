@@ -2,19 +2,23 @@
 
 Every other part (release build, loading script, evaluation engine, Space) takes its field names,
 types and subset names from here; a test holds the loading script's Features equal to `FEATURES`.
+`FEATURES` and `FEATURES_WITH_SUBSET` (`datasets.Features`) are built on first use, so that scoring
+alone (a reward server, a TRL reward function) does not import `datasets`.
 
->>> sorted(FEATURES)[:3]
+>>> sorted(features())[:3]
 ['category', 'chosen', 'id']
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
-from typing import Any
-
-import datasets
+from typing import TYPE_CHECKING, Any
 
 from personalized_rewardbench.errors import UserError
+
+if TYPE_CHECKING:
+    import datasets
 
 #: Subset (config) names in upstream order; the position is the subset index used in row ids.
 SUBSETS: tuple[str, ...] = (
@@ -29,36 +33,44 @@ SUBSET_COLUMN = "subset"
 #: Fields that are the answer key: they must never reach a model's input.
 ANSWER_KEY_FIELDS: tuple[str, ...] = ("narrative", "rubric_aspects")
 
-PROFILE_ITEM = {"id": datasets.Value("string"), "category": datasets.Value("string"), "text": datasets.Value("string")}
-RUBRIC_ASPECT = {
-    "aspect": datasets.Value("string"),
-    "evidence": datasets.Value("string"),
-    "reason": datasets.Value("string"),
-}
-
-#: The upstream row schema (field order as upstream).
-FEATURES = datasets.Features(
-    {
-        "id": datasets.Value("string"),
-        "question": datasets.Value("string"),
-        "profile": datasets.List(PROFILE_ITEM),
-        "rubric_aspects": datasets.List(RUBRIC_ASPECT),
-        "narrative": datasets.Value("string"),
-        "category": datasets.Value("string"),
-        "chosen": datasets.Value("string"),
-        "rejected": datasets.Value("string"),
-    }
-)
+#: The upstream row fields, in upstream order; every value is a string, but `profile` and `rubric_aspects`
+#: are lists of objects with these (string) keys.
+FIELDS: tuple[str, ...] = ("id", "question", "profile", "rubric_aspects", "narrative", "category", "chosen", "rejected")
+PROFILE_KEYS: tuple[str, ...] = ("id", "category", "text")
+RUBRIC_ASPECT_KEYS: tuple[str, ...] = ("aspect", "evidence", "reason")
+_LISTS = {"profile": PROFILE_KEYS, "rubric_aspects": RUBRIC_ASPECT_KEYS}
 
 #: The answer fields; an *unpaired* row (LaMP-QA layout, input of `prbench construct`) has every other field.
 ANSWER_FIELDS: tuple[str, ...] = ("chosen", "rejected")
-UNPAIRED_FIELDS: tuple[str, ...] = tuple(field for field in FEATURES if field not in ANSWER_FIELDS)
+UNPAIRED_FIELDS: tuple[str, ...] = tuple(field for field in FIELDS if field not in ANSWER_FIELDS)
 
 #: Splits a folder may hold (`<Config>/<split>-*.parquet`); the benchmark is `test`, `train` is training data.
 SPLITS: tuple[str, ...] = ("test", "train", "validation")
 
-#: Schema of the `default` config: the upstream fields plus the subset name.
-FEATURES_WITH_SUBSET = datasets.Features({**FEATURES, SUBSET_COLUMN: datasets.Value("string")})
+
+@functools.cache
+def features(with_subset: bool = False) -> datasets.Features:
+    """The upstream row schema (`FEATURES`), or with the subset name added (`FEATURES_WITH_SUBSET`: the
+    `default` config's schema)."""
+    import datasets
+
+    def struct(keys: tuple[str, ...]) -> dict[str, datasets.Value]:
+        return {key: datasets.Value("string") for key in keys}
+
+    columns = {
+        field: datasets.List(struct(_LISTS[field])) if field in _LISTS else datasets.Value("string") for field in FIELDS
+    }
+    if with_subset:
+        columns[SUBSET_COLUMN] = datasets.Value("string")
+    return datasets.Features(columns)
+
+
+def __getattr__(name: str) -> Any:
+    """`FEATURES` and `FEATURES_WITH_SUBSET`, built (and `datasets` imported) when first asked for."""
+    if name in ("FEATURES", "FEATURES_WITH_SUBSET"):
+        return features(with_subset=name == "FEATURES_WITH_SUBSET")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _NON_EMPTY_TEXT = ("id", "question", "chosen", "rejected")
 
@@ -78,7 +90,7 @@ def _fail(source: str, row_ref: str, field: str, problem: str) -> SchemaError:
     return SchemaError(f"row {row_ref}: field '{field}': {problem}", where=source)
 
 
-def _check_struct_list(value: Any, keys: Mapping[str, Any], source: str, ref: str, field: str) -> None:
+def _check_struct_list(value: Any, keys: Iterable[str], source: str, ref: str, field: str) -> None:
     if not isinstance(value, list):
         raise _fail(source, ref, field, f"expected a list, got {type(value).__name__}")
     for position, item in enumerate(value):
@@ -100,7 +112,7 @@ def row_problem(row: Mapping[str, Any], source: str, index: int, paired: bool = 
     if not isinstance(row, Mapping):
         return SchemaError(f"row #{index}: expected an object, got {type(row).__name__}", where=source)
     ref = str(row["id"]) if isinstance(row.get("id"), str) and row.get("id") else f"#{index}"
-    fields = FEATURES if paired else UNPAIRED_FIELDS
+    fields = FIELDS if paired else UNPAIRED_FIELDS
     for field in fields:
         if field not in row or row[field] is None:
             return _fail(source, ref, field, "missing")
@@ -113,8 +125,8 @@ def row_problem(row: Mapping[str, Any], source: str, index: int, paired: bool = 
     if paired and row["chosen"].strip() == row["rejected"].strip():
         return _fail(source, ref, "rejected", "is identical to 'chosen'")
     try:
-        _check_struct_list(row["profile"], PROFILE_ITEM, source, ref, "profile")
-        _check_struct_list(row["rubric_aspects"], RUBRIC_ASPECT, source, ref, "rubric_aspects")
+        _check_struct_list(row["profile"], PROFILE_KEYS, source, ref, "profile")
+        _check_struct_list(row["rubric_aspects"], RUBRIC_ASPECT_KEYS, source, ref, "rubric_aspects")
     except SchemaError as error:
         return error
     if not row["rubric_aspects"]:
@@ -137,7 +149,7 @@ def validate_rows(rows: Iterable[Mapping[str, Any]], source: str, paired: bool =
 
     Paired rows (the benchmark) stop at the first bad row. Unpaired rows (construction input, often
     thousands) are all checked and the error lists one line per bad row."""
-    fields = FEATURES if paired else UNPAIRED_FIELDS
+    fields = FIELDS if paired else UNPAIRED_FIELDS
     seen: dict[str, int] = {}
     clean: list[dict[str, Any]] = []
     problems: list[str] = []

@@ -295,7 +295,7 @@ class ClassifierScorer(Scorer):
         triples = [(group.inputs[0][:size], suffixes) for size in sizes]
         free = self._right_padding_free(group.inputs[0])
         shared = self._scores(pooled_logits(self.model, triples, self.tokenizer.pad_token_id, self.device, free))
-        full = self._scores(self._full_logits([p + s for p, ends in triples for s in ends]))
+        full = self._scores(self._full_logits([p + s for p, ends in triples for s in ends], keep_mask=True))
         ok, worst = agree(shared, full, self.dtype)
         if not ok:
             self.shared_prefix, self.shared_prefix_note = False, check_failed_note(worst)
@@ -316,9 +316,12 @@ class ClassifierScorer(Scorer):
         return self._padding_free
 
     @torch.inference_mode()
-    def _full_logits(self, sequences: list[list[int]]) -> torch.Tensor:
+    def _full_logits(self, sequences: list[list[int]], keep_mask: bool = False) -> torch.Tensor:
+        """Logits of right-padded `sequences` in one forward; the mask goes where it is not needed, unless
+        `keep_mask` (the shared-prefix check's reference)."""
         input_ids, attention = pad_rows(sequences, self.tokenizer.pad_token_id, "right")
-        mask = needed_mask(attention, not attention.all() and self._right_padding_free(sequences[0]))
+        free = not keep_mask and not attention.all() and self._right_padding_free(sequences[0])
+        mask = attention if keep_mask else needed_mask(attention, free)
         return self.model(
             input_ids=input_ids.to(self.device),
             attention_mask=None if mask is None else mask.to(self.device),

@@ -166,15 +166,14 @@ def section_frame(rows: list[dict[str, Any]], columns: list[str] | None = None) 
 
 
 def skipped_runs_note(count: int) -> str:
-    """The visitor's line about stored runs left off the board (the reasons name server files: logged only).
+    """The visitor's line about results files left off the board (the reasons name server files: logged only).
 
     >>> skipped_runs_note(2).split(";")[0]
-    '_2 stored runs could not be read and are left off the leaderboard'
+    '_2 stored results files are left off the leaderboard (unreadable, or not results of this benchmark)'
     """
-    runs = "1 stored run" if count == 1 else f"{count} stored runs"
-    verb = "is" if count == 1 else "are"
+    files = "1 stored results file is" if count == 1 else f"{count} stored results files are"
     return (
-        f"_{runs} could not be read and {verb} left off the leaderboard; "
+        f"_{files} left off the leaderboard (unreadable, or not results of this benchmark); "
         "the reason was logged for the Space's maintainers._"
     )
 

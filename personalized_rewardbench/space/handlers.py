@@ -67,6 +67,7 @@ class Handlers:
         self.source = space.source()
         self.gpu_run = gpu_run
         self.gpu_score = gpu_score
+        self._logged: set[str] = set()  # leaderboard notices already logged
 
     # -- leaderboard -----------------------------------------------------------------------------
     @visitor_errors
@@ -75,7 +76,9 @@ class Handlers:
         skipped: list[str] = []
         sections = board_views.filtered_sections(self.results, type_filter, protocol_filter, search, skipped)
         for notice in skipped:
-            logger.warning("leaderboard: %s", notice)
+            if notice not in self._logged:  # once per file and reason, not on every refresh
+                self._logged.add(notice)
+                logger.warning("leaderboard: %s", notice)
         filtered = (
             bool((search or "").strip())
             or type_filter not in (views.ALL, None)
