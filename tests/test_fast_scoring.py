@@ -341,6 +341,7 @@ def test_attention_implementation_choice(monkeypatch):
 def test_right_padded_batches_go_without_a_mask_only_on_a_causal_model(tmp_path, cache, kind):
     """A causal decoder's right padding is invisible to its real tokens, so its padded batches skip the mask
     (attention's causal kernel); an encoder sees padding, fails the once-only check and keeps its mask."""
+    from personalized_rewardbench.data.eval_items import EvalItem
     from personalized_rewardbench.scoring.shared_prefix import pad_rows
     from personalized_rewardbench.testing.tiny_models import build_tiny_encoder_reward_model
 
@@ -350,7 +351,9 @@ def test_right_padded_batches_go_without_a_mask_only_on_a_causal_model(tmp_path,
         folder = build_tiny_encoder_reward_model(tmp_path / "encoder", max_positions=512, initializer_range=0.2)
     config = RunConfig(model=str(folder), data="sample", shared_prefix=False, cache_dir=cache, progress=False)
     scorer = make_scorer(config)
-    plan = scorer.plan(prepare_items(config).items[:4])
+    items = prepare_items(config).items[:4]
+    scorer.plan([EvalItem("warm", items[0].subset, "hi", (), "yes", "no")])  # too short to tell: decides nothing
+    plan = scorer.plan(items)
     rows = [ids for i in range(4) for ids in plan.encodings[i].inputs]
     assert len(set(map(len, rows))) > 1  # the batch is padded
 

@@ -131,7 +131,7 @@ class ClassifierScorer(Scorer):
         self.shared_prefix = shared_prefix and support.supported
         self.shared_prefix_note = support.reason if shared_prefix else DISABLED
         self._checked = False  # the model's shared-prefix check has run (see `_self_check`); model state, not run state
-        self._padding_free: bool | None = None  # right padding needs no mask (see `padding_masks`); checked once
+        self._padding_free: bool | None = None  # right padding needs no mask (`right_padding_is_free`); checked once
 
     def protocol(self) -> dict[str, Any]:
         if self.upstream:
@@ -226,7 +226,7 @@ class ClassifierScorer(Scorer):
         whether right padding needs its mask, and whether shared-prefix scores agree with full ones (every
         layout full, with the reason, when they do not)."""
         if encoded:
-            self._right_padding_free(encoded[0].inputs[0])
+            self._right_padding_free([ids for group in encoded for ids in group.inputs])
         shared = [group for group in encoded if group.layout.prefix]
         if shared and not self._checked and not self._self_check(shared[0]):
             return [replace(group, layout=PairLayout(0, self.shared_prefix_note)) for group in encoded]
@@ -293,7 +293,7 @@ class ClassifierScorer(Scorer):
         suffixes = [ids[prefix:][-24:] for ids in group.inputs[:2]]
         sizes = sorted({min(prefix, 48), max(1, min(prefix, 48) // 2)})
         triples = [(group.inputs[0][:size], suffixes) for size in sizes]
-        free = self._right_padding_free(group.inputs[0])
+        free = self._right_padding_free(group.inputs)
         shared = self._scores(pooled_logits(self.model, triples, self.tokenizer.pad_token_id, self.device, free))
         full = self._scores(self._full_logits([p + s for p, ends in triples for s in ends], keep_mask=True))
         ok, worst = agree(shared, full, self.dtype)
@@ -308,19 +308,21 @@ class ClassifierScorer(Scorer):
             return logits[:, 0]
         return torch.softmax(logits, dim=-1)[:, -1]
 
-    def _right_padding_free(self, sample: Sequence[int]) -> bool:
-        """Once per model, tried on `sample`: whether right-padded batches may go without their attention mask."""
+    def _right_padding_free(self, inputs: Sequence[Sequence[int]]) -> bool:
+        """Whether right-padded batches may go without their attention mask: checked once per model, on the
+        longest of `inputs` (until one is long enough to tell, the mask stays)."""
         if self._padding_free is None:
             pad = self.tokenizer.pad_token_id
+            sample = max(inputs, key=len)
             self._padding_free = right_padding_is_free(self.model, sample, pad, self.device, self.dtype)
-        return self._padding_free
+        return bool(self._padding_free)
 
     @torch.inference_mode()
     def _full_logits(self, sequences: list[list[int]], keep_mask: bool = False) -> torch.Tensor:
         """Logits of right-padded `sequences` in one forward; the mask goes where it is not needed, unless
         `keep_mask` (the shared-prefix check's reference)."""
         input_ids, attention = pad_rows(sequences, self.tokenizer.pad_token_id, "right")
-        free = not keep_mask and not attention.all() and self._right_padding_free(sequences[0])
+        free = not keep_mask and not attention.all() and self._right_padding_free(sequences)
         mask = attention if keep_mask else needed_mask(attention, free)
         return self.model(
             input_ids=input_ids.to(self.device),
@@ -336,7 +338,7 @@ class ClassifierScorer(Scorer):
         """Scores of each group's inputs: one shared-prefix pass when every group shares, else full scoring."""
         if all(group.layout.prefix for group in groups):
             split = [(g.inputs[0][: g.layout.prefix], [ids[g.layout.prefix :] for ids in g.inputs]) for g in groups]
-            free = self._right_padding_free(groups[0].inputs[0])
+            free = self._right_padding_free([ids for group in groups for ids in group.inputs])
             logits = pooled_logits(self.model, split, self.tokenizer.pad_token_id, self.device, free)
             flat = self._scores(logits).tolist()
         else:

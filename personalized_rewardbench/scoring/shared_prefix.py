@@ -242,8 +242,9 @@ def needed_mask(mask: torch.Tensor, right_padding_free: bool) -> torch.Tensor | 
 
 
 @torch.inference_mode()
-def right_padding_is_free(model, sample: Sequence[int], pad_token_id: int, device, dtype: torch.dtype) -> bool:
-    """Whether the sequence classifier `model` may score right-padded rows without their mask.
+def right_padding_is_free(model, sample: Sequence[int], pad_token_id: int, device, dtype: torch.dtype) -> bool | None:
+    """Whether the sequence classifier `model` may score right-padded rows without their mask; None when
+    `sample` is too short to tell (under 36 tokens: ask again with a longer input).
 
     Only a model `shared_prefix_support` accepts (decoder-only, causal, transformers' generic head that pools
     the last token that is not the pad token), and only if, on a real input, a short row padded to several
@@ -253,7 +254,7 @@ def right_padding_is_free(model, sample: Sequence[int], pad_token_id: int, devic
     long = list(sample[:96])
     short = long[:12]
     if len(long) < 3 * len(short):
-        return False  # too short to pad much: keep the mask
+        return None
     try:
         ids, _mask = pad_rows([long, short], pad_token_id, "right")
         unmasked = model(input_ids=ids.to(device), use_cache=False).logits.float()
