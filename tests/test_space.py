@@ -660,7 +660,7 @@ def test_the_gpu_function_only_scores_items_prepared_outside_it(tmp_path, monkey
     def gpu_runner(config, model_id, prepared, seconds):
         received.append(prepared)
         monkeypatch.setattr(engine, "load_source", forbidden)
-        monkeypatch.setattr(engine, "make_retriever", forbidden)
+        monkeypatch.setattr("personalized_rewardbench.data.ranking_cache.make_retriever", forbidden)
         return space.runs.execute(config, model_id, prepared)
 
     monkeypatch.setattr("personalized_rewardbench.space.data.load_source", forbidden)

@@ -30,8 +30,8 @@ from personalized_rewardbench.construct.prompts import CONSTRUCT_PROMPT, QUALITY
 from personalized_rewardbench.construct.tokens import TokenCounter
 from personalized_rewardbench.construct.verify import VerifyConfig, judge_check, rule_check
 from personalized_rewardbench.data.eval_items import ProfilePost
-from personalized_rewardbench.data.ranking_cache import rank_profiles
-from personalized_rewardbench.data.retrieval import RETRIEVERS, make_retriever
+from personalized_rewardbench.data.ranking_cache import rank_selected
+from personalized_rewardbench.data.retrieval import RETRIEVERS
 from personalized_rewardbench.data.schema import check_subset
 from personalized_rewardbench.data.sources import Source, load_source, select
 from personalized_rewardbench.downstream.generation import Sampling, generator_for, make_generator, sample_seed
@@ -119,17 +119,9 @@ def prepare(config: ConstructConfig, log: Callable[[str], None] = print) -> tupl
     """(source, items, retriever used, notices): unpaired rows of the split, with their top-K posts."""
     source = load_source(config.source, split=config.split, paired=False)
     selected = select(source, config.subsets or None, config.limit)
-    notices: list[str] = []
-    rankings: dict[str, list[int]] = {}
-    retriever_name = "none"
-    if config.profile_k > 0:
-        retriever, notice = make_retriever(config.retriever)
-        if notice:
-            notices.append(notice)
-            log(notice)
-        retriever_name = retriever.name
-        all_rows = [row for rows in selected.values() for row in rows]
-        rankings = rank_profiles(all_rows, retriever, source.revision, config.cache_dir, progress=config.progress)
+    rankings, retriever_name, notices = rank_selected(
+        selected, source.revision, config.profile_k, config.retriever, config.cache_dir, config.progress, log
+    )
     items = []
     for subset, rows in selected.items():
         for row in rows:

@@ -11,7 +11,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from personalized_rewardbench.data.retrieval import Retriever
+from personalized_rewardbench.data.retrieval import Retriever, make_retriever
 
 
 def default_cache_dir() -> Path:
@@ -91,3 +91,30 @@ def rank_profiles(
         except OSError as error:  # the cache is derived: the run goes on without it
             log(f"{path}: cannot write the ranking cache ({error.strerror or type(error).__name__}); not cached")
     return {row["id"]: cached[row["id"]] for row in rows}
+
+
+def rank_selected(
+    selected: Mapping[str, Sequence[Mapping[str, Any]]],
+    data_revision: str,
+    profile_k: int,
+    retriever_name: str,
+    cache_dir: Path | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+    retriever: Retriever | None = None,
+) -> tuple[dict[str, list[int]], str, list[str]]:
+    """(rankings by row id, the retriever used, notices) for the rows of every selected subset.
+
+    Nothing is ranked at profile-k 0 (retriever "none"). Without a `retriever` passed in (the Space keeps one
+    loaded), `retriever_name` is built; its fallback notice is logged and returned."""
+    if profile_k <= 0:
+        return {}, "none", []
+    notices: list[str] = []
+    if retriever is None:
+        retriever, notice = make_retriever(retriever_name)
+        if notice:
+            notices.append(notice)
+            log(notice)
+    rows = [row for subset_rows in selected.values() for row in subset_rows]
+    rankings = rank_profiles(rows, retriever, data_revision, cache_dir, progress=progress, log=log)
+    return rankings, retriever.name, notices

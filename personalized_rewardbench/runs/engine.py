@@ -27,8 +27,8 @@ from typing import Any
 from tqdm import tqdm
 
 from personalized_rewardbench.data.eval_items import EvalItem, make_eval_item
-from personalized_rewardbench.data.ranking_cache import rank_profiles
-from personalized_rewardbench.data.retrieval import Retriever, make_retriever
+from personalized_rewardbench.data.ranking_cache import rank_selected
+from personalized_rewardbench.data.retrieval import Retriever
 from personalized_rewardbench.data.sources import Source, load_source, select
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.runs.config import RunConfig
@@ -79,20 +79,16 @@ def prepare_items(
     and `retriever`; by default both are built from `config`."""
     source = source if source is not None else load_source(config.data)
     selected = select(source, config.subsets or None, config.limit)
-    notices: list[str] = []
-    retriever_name = "none"
-    rankings: dict[str, list[int]] = {}
-    if config.profile_k > 0:
-        if retriever is None:
-            retriever, notice = make_retriever(config.retriever)
-            if notice:
-                notices.append(notice)
-                log(notice)
-        retriever_name = retriever.name
-        all_rows = [row for rows in selected.values() for row in rows]
-        rankings = rank_profiles(
-            all_rows, retriever, source.revision, config.cache_dir, progress=config.progress, log=log
-        )
+    rankings, retriever_name, notices = rank_selected(
+        selected,
+        source.revision,
+        config.profile_k,
+        config.retriever,
+        config.cache_dir,
+        progress=config.progress,
+        log=log,
+        retriever=retriever,
+    )
     items = [
         make_eval_item(row, subset, rankings.get(row["id"]), config.profile_k)
         for subset, rows in selected.items()
