@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from personalized_rewardbench.downstream.curves import CurveData, k_values, load_curve_data
+from personalized_rewardbench.downstream.curves import CurveData, k_values, load_curve_data, save_figure
 from personalized_rewardbench.downstream.rank_stats import STATISTICS, agreement
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.runs.results import SCORES_FILE, find_results
@@ -168,11 +168,7 @@ def write_scatter(report: dict[str, Any], path: Path) -> Path:
         axis.set_ylabel(f"Best-of-N {target} (judge quality)")
         axis.set_title(side)
     figure.tight_layout()
-    temporary = path.with_name(f".{path.name}.tmp.png")
-    figure.savefig(temporary, dpi=120)
-    plt.close(figure)
-    temporary.replace(path)
-    return path
+    return save_figure(figure, path)
 
 
 def run_correlation(

@@ -185,6 +185,13 @@ def write_curve_png(curves: dict[str, Any], path: Path) -> Path:
     axis.set_title(f"Best-of-k over {curves['items']} items (judge: {curves['judge']})")
     axis.legend(fontsize=8)
     figure.tight_layout()
+    return save_figure(figure, path)
+
+
+def save_figure(figure, path: Path) -> Path:
+    """Write a matplotlib figure to `path` (PNG, 120 dpi) through a temporary file, then close it."""
+    import matplotlib.pyplot as plt
+
     temporary = path.with_name(f".{path.name}.tmp.png")
     figure.savefig(temporary, dpi=120)
     plt.close(figure)
