@@ -17,7 +17,7 @@ in full, and the plan's runtime figures say how many.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
@@ -226,7 +226,7 @@ class ClassifierScorer(Scorer):
         whether right padding needs its mask, and whether shared-prefix scores agree with full ones (every
         layout full, with the reason, when they do not)."""
         if encoded:
-            self._right_padding_free([ids for group in encoded for ids in group.inputs])
+            self._right_padding_free(ids for group in encoded for ids in group.inputs)
         shared = [group for group in encoded if group.layout.prefix]
         if shared and not self._checked and not self._self_check(shared[0]):
             return [replace(group, layout=PairLayout(0, self.shared_prefix_note)) for group in encoded]
@@ -308,7 +308,7 @@ class ClassifierScorer(Scorer):
             return logits[:, 0]
         return torch.softmax(logits, dim=-1)[:, -1]
 
-    def _right_padding_free(self, inputs: Sequence[Sequence[int]]) -> bool:
+    def _right_padding_free(self, inputs: Iterable[Sequence[int]]) -> bool:
         """Whether right-padded batches may go without their attention mask: checked once per model, on the
         longest of `inputs` (until one is long enough to tell, the mask stays)."""
         if self._padding_free is None:
@@ -338,7 +338,7 @@ class ClassifierScorer(Scorer):
         """Scores of each group's inputs: one shared-prefix pass when every group shares, else full scoring."""
         if all(group.layout.prefix for group in groups):
             split = [(g.inputs[0][: g.layout.prefix], [ids[g.layout.prefix :] for ids in g.inputs]) for g in groups]
-            free = self._right_padding_free([ids for group in groups for ids in group.inputs])
+            free = self._right_padding_free(ids for group in groups for ids in group.inputs)
             logits = pooled_logits(self.model, split, self.tokenizer.pad_token_id, self.device, free)
             flat = self._scores(logits).tolist()
         else:
