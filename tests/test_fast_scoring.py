@@ -101,7 +101,9 @@ def test_shared_prefix_scores_equal_full_scores(request, tmp_path, cache, model,
         24,
         0,
     )
+    assert runtime["shared_prefix_attention"] == "split"  # a CPU sdpa model: each prompt attended once per pair
     assert full.results["runtime"]["shared_prefix"] is False
+    assert "shared_prefix_attention" not in full.results["runtime"]
     _assert_same_scores(fast, full)
     margins = [abs(r["chosen_score"] - r["rejected_score"]) for r in full.records]
     assert sorted(margins)[len(margins) // 2] > 100 * TOLERANCE or model == "tiny_rm"  # decisions are not ties

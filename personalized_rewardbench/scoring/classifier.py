@@ -42,6 +42,7 @@ from personalized_rewardbench.scoring.model_loading import (
     load_tokenizer,
     model_revision,
 )
+from personalized_rewardbench.scoring.prefix_attention import split_supported
 from personalized_rewardbench.scoring.prompts import reward_chat, user_message
 from personalized_rewardbench.scoring.protocols import UpstreamInputs, use_eos_as_pad
 from personalized_rewardbench.scoring.registry import ModelSpec
@@ -131,6 +132,8 @@ class ClassifierScorer(Scorer):
         self.shared_prefix = shared_prefix and support.supported
         self.shared_prefix_note = support.reason if shared_prefix else DISABLED
         self._checked = False  # the model's shared-prefix check has run (see `_self_check`); model state, not run state
+        # the suffix pass attends to each prefix once per group (`prefix_attention`) until the check says otherwise
+        self._split = self.shared_prefix and split_supported(self.model, self.device)
         self._padding_free: bool | None = None  # right padding needs no mask (`right_padding_is_free`); checked once
 
     def protocol(self) -> dict[str, Any]:
@@ -276,6 +279,8 @@ class ClassifierScorer(Scorer):
             "shared_prefix_pairs": shared,
             "shared_prefix_fallbacks": fallbacks,
         }
+        if shared:  # how the suffixes attend to their prompt: once per group (split) or a copy per suffix (plain)
+            stats["shared_prefix_attention"] = "split" if self._split else "plain"
         if reasons:
             stats["shared_prefix_note"] = "; ".join(reasons)
         notices = []
@@ -287,15 +292,23 @@ class ClassifierScorer(Scorer):
         return stats, notices
 
     def _self_check(self, group: EncodedGroup) -> bool:
-        """Once per model: a short slice of a real group scored both ways must agree, else share nothing."""
+        """Once per model: a short slice of a real group scored both ways must agree, else share nothing. The split
+        suffix pass is checked first; when it disagrees (or cannot run), the plain pass is checked instead."""
         self._checked = True
         prefix = group.layout.prefix
         suffixes = [ids[prefix:][-24:] for ids in group.inputs[:2]]
         sizes = sorted({min(prefix, 48), max(1, min(prefix, 48) // 2)})
         triples = [(group.inputs[0][:size], suffixes) for size in sizes]
-        free = self._right_padding_free(group.inputs)
-        shared = self._scores(pooled_logits(self.model, triples, self.tokenizer.pad_token_id, self.device, free))
         full = self._scores(self._full_logits([p + s for p, ends in triples for s in ends], keep_mask=True))
+        free = self._right_padding_free(group.inputs)
+        pad = self.tokenizer.pad_token_id
+        if self._split:
+            try:
+                shared = self._scores(pooled_logits(self.model, triples, pad, self.device, free, split=True))
+                self._split = agree(shared, full, self.dtype)[0]
+            except Exception:  # noqa: BLE001 - a model the split pass cannot run keeps the plain pass
+                self._split = False
+        shared = self._scores(pooled_logits(self.model, triples, pad, self.device, free, split=self._split))
         ok, worst = agree(shared, full, self.dtype)
         if not ok:
             self.shared_prefix, self.shared_prefix_note = False, check_failed_note(worst)
@@ -339,7 +352,7 @@ class ClassifierScorer(Scorer):
         if all(group.layout.prefix for group in groups):
             split = [(g.inputs[0][: g.layout.prefix], [ids[g.layout.prefix :] for ids in g.inputs]) for g in groups]
             free = self._right_padding_free(ids for group in groups for ids in group.inputs)
-            logits = pooled_logits(self.model, split, self.tokenizer.pad_token_id, self.device, free)
+            logits = pooled_logits(self.model, split, self.tokenizer.pad_token_id, self.device, free, self._split)
             flat = self._scores(logits).tolist()
         else:
             flat = self.score_sequences([ids for group in groups for ids in group.inputs])

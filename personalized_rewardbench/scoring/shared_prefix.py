@@ -51,6 +51,8 @@ from typing import Any
 
 import torch
 
+from personalized_rewardbench.scoring.prefix_attention import SplitPrefix, split_forward
+
 #: Prefix lengths within this many tokens count as equal when batches are formed (see `shared_prefix_batches`).
 _PREFIX_STEP = 16
 #: Shared-prefix outputs may differ from full ones by float rounding only; the check before scoring allows this.
@@ -288,14 +290,23 @@ class SuffixPass:
     lengths: list[int]
     side: str
     width: int
+    split: SplitPrefix | None = None  # the split attention's prefix (`prefix_attention`), or None: plain pass
 
 
 def prefix_pass(
-    model, groups: Sequence[Group], pad: int, device, sides: tuple[str, str], right_padding_free: bool = False
+    model,
+    groups: Sequence[Group],
+    pad: int,
+    device,
+    sides: tuple[str, str],
+    right_padding_free: bool = False,
+    split: bool = False,
 ) -> SuffixPass:
     """Run every group's prefix once through the base model; return the suffix pass that continues from it.
 
-    `right_padding_free`: the model passed `right_padding_is_free`, so right-padded rows need no mask."""
+    `right_padding_free`: the model passed `right_padding_is_free`, so right-padded rows need no mask.
+    `split`: right-padded suffixes on a model `prefix_attention.split_supported` accepts: the suffix pass
+    attends to each prefix once per group instead of repeating it per suffix."""
     from transformers.cache_utils import DynamicCache
 
     prefix_side, suffix_side = sides
@@ -314,23 +325,32 @@ def prefix_pass(
     )
     suffix_ids, suffix_mask = pad_rows(suffixes, pad, suffix_side)
     starts = torch.tensor([len(prefix) for prefix in prefixes], dtype=torch.long).repeat_interleave(counts)
-    full_mask = torch.cat([prefix_mask.repeat_interleave(counts, dim=0), suffix_mask], dim=1)
-    # padding after a prefix sits between it and its suffix: only unpadded prefixes let right padding go unmasked
-    free = right_padding_free and suffix_side == "right" and bool(prefix_mask.all())
-    mask = needed_mask(full_mask, free)
+    split_prefix = None
+    if split and suffix_side == "right":  # the split attention reads each prefix's real columns: no mask at all
+        width = prefix_ids.shape[1]
+        columns = [slice(width - len(p), width) if prefix_side == "left" else slice(0, len(p)) for p in prefixes]
+        keys, values = [layer.keys for layer in cache.layers], [layer.values for layer in cache.layers]
+        split_prefix, mask = SplitPrefix(keys, values, columns, counts.tolist()), None
+    else:
+        full_mask = torch.cat([prefix_mask.repeat_interleave(counts, dim=0), suffix_mask], dim=1)
+        # padding after a prefix sits between it and its suffix: only unpadded prefixes let right padding go unmasked
+        free = right_padding_free and suffix_side == "right" and bool(prefix_mask.all())
+        mask = needed_mask(full_mask, free)
     kwargs = {
         "input_ids": suffix_ids.to(device),
         "attention_mask": None if mask is None else mask.to(device),
         "position_ids": positions(suffix_mask, suffix_side, starts).to(device),
-        "past_key_values": _suffix_cache(cache, counts),
+        "past_key_values": _suffix_cache(cache, counts, split=split_prefix is not None),
         "use_cache": True,
     }
-    return SuffixPass(kwargs, [len(suffix) for suffix in suffixes], suffix_side, suffix_ids.shape[1])
+    lengths = [len(suffix) for suffix in suffixes]
+    return SuffixPass(kwargs, lengths, suffix_side, suffix_ids.shape[1], split_prefix)
 
 
-def _suffix_cache(prefix_cache, counts: torch.Tensor):
+def _suffix_cache(prefix_cache, counts: torch.Tensor, split: bool = False):
     """A cache for the suffix pass: each layer hands out its prefix keys/values once -- every prefix row repeated
-    once per suffix of its group, followed by the suffixes' own -- and then lets them go."""
+    once per suffix of its group, followed by the suffixes' own -- and then lets them go. `split`: each layer
+    hands out the suffixes' own only (the split attention reads the prefix from its `SplitPrefix`)."""
     from transformers.cache_utils import DynamicCache, DynamicLayer
 
     class PrefixOnceLayer(DynamicLayer):
@@ -340,9 +360,11 @@ def _suffix_cache(prefix_cache, counts: torch.Tensor):
             self.keys, self.values, self.is_sliding, self.length = keys, values, is_sliding, keys.shape[-2]
 
         def update(self, key_states, value_states, *args, **kwargs):
-            keys, values = _repeat_then(self.keys, key_states, counts), _repeat_then(self.values, value_states, counts)
+            keys, values = self.keys, self.values
             self.keys = self.values = None
-            return keys, values
+            if split:
+                return key_states, value_states
+            return _repeat_then(keys, key_states, counts), _repeat_then(values, value_states, counts)
 
         def get_seq_length(self) -> int:
             return self.length
@@ -364,18 +386,23 @@ def _repeat_then(prefix: torch.Tensor, suffix: torch.Tensor, counts: torch.Tenso
 
 @torch.inference_mode()
 def pooled_logits(
-    model, groups: Sequence[Group], pad_token_id: int, device, right_padding_free: bool = False
+    model, groups: Sequence[Group], pad_token_id: int, device, right_padding_free: bool = False, split: bool = False
 ) -> torch.Tensor:
     """A classifier's logits, one row per suffix in order (group 0's suffixes, then group 1's, ...), for
     (prefix, suffixes) groups: a pair is (prefix, (chosen suffix, rejected suffix)), Best-of-N has N suffixes.
 
     Each suffix must be non-empty and hold its input's pooled token (see `group_layout`).
-    `right_padding_free`: the model passed `right_padding_is_free`.
+    `right_padding_free`: the model passed `right_padding_is_free`; `split`: the suffix pass uses the split
+    attention (`prefix_attention`; only where `split_supported`).
     """
     suffixes = [suffix for _, group in groups for suffix in group]
     sides = padding_sides(model, "pooled")
-    run = prefix_pass(model, groups, pad_token_id, device, sides, right_padding_free)
-    hidden = model.base_model(**run.kwargs).last_hidden_state
+    run = prefix_pass(model, groups, pad_token_id, device, sides, right_padding_free, split)
+    if run.split is None:
+        hidden = model.base_model(**run.kwargs).last_hidden_state
+    else:
+        with split_forward(model, run.split):
+            hidden = model.base_model(**run.kwargs).last_hidden_state
     last = torch.tensor([pooled_index(suffix, pad_token_id) for suffix in suffixes], device=hidden.device)
     return model.score(hidden[torch.arange(len(suffixes), device=hidden.device), last])
 
