@@ -158,6 +158,24 @@ def test_health_and_info(server, rm):
     assert info["protocol"]["profile_k"] == K and info["protocol"]["retriever"] == "bm25"
     assert info["protocol"]["max_length"] > 0 and info["revision"]
     assert info["limits"]["max_items"] == 8 and info["limits"]["max_wait_ms"] <= 20
+    assert info["prefix_cache"]["max_tokens"] == info["limits"]["prefix_cache_tokens"] == 16384
+
+
+def test_a_prompt_sent_again_is_not_run_again(server, items, direct):
+    """A GRPO group's completions split over two requests: the second reuses the prompt's kept states (a cache hit
+    in /info) and still gets the scores each completion gets alone."""
+    item = items[0]
+    before = get(server.url, "/info")[1]["prefix_cache"]
+    first = post(server.url, [_request(item, ANSWERS[3])])
+    middle = get(server.url, "/info")[1]["prefix_cache"]
+    second = post(server.url, [_request(item, ANSWERS[1]), _request(item, ANSWERS[2])])
+    after = get(server.url, "/info")[1]["prefix_cache"]
+    assert middle["hits"] + middle["misses"] == before["hits"] + before["misses"] + 1
+    assert after["hits"] == middle["hits"] + 1 and after["misses"] == middle["misses"]
+    assert 0 < after["tokens"] <= after["max_tokens"]
+    assert first[0] == second[0] == 200
+    expected = [direct(item, answer) for answer in ANSWERS[1:4]]
+    assert second[1]["scores"] + first[1]["scores"] == pytest.approx(expected, rel=1e-4, abs=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -190,6 +208,9 @@ def test_internal_failure_is_a_500_never_a_score(settings):
 
         def score_answers(self, groups):
             raise RuntimeError("CUDA out of memory (simulated)")
+
+        def keep_prefixes(self, max_tokens):
+            return None
 
     service = RewardService(BrokenScorer(), settings, ServerLimits())
     with ThreadedServer(create_app(service)) as running:

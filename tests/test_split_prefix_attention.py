@@ -71,7 +71,8 @@ def test_split_attention_merges_both_parts_exactly():
     query = torch.randn(3, 4, 6, 8)
     key, value = torch.randn(3, 2, 6, 8), torch.randn(3, 2, 6, 8)
     prefix_keys, prefix_values = torch.randn(2, 2, 10, 8), torch.randn(2, 2, 10, 8)
-    prefix = prefix_attention.SplitPrefix([prefix_keys], [prefix_values], [slice(0, 10), slice(0, 7)], [1, 2])
+    states = [[(prefix_keys[:1], prefix_values[:1])], [(prefix_keys[1:, :, :7], prefix_values[1:, :, :7])]]
+    prefix = prefix_attention.SplitPrefix(states, [1, 2])
     out = prefix_attention.split_attention(query, key, value, prefix, 0, 0.35)
     for row, (group, columns) in enumerate([(0, slice(0, 10)), (1, slice(0, 7)), (1, slice(0, 7))]):
         keys = torch.cat([prefix_keys[group, :, columns], key[row]], dim=1).repeat_interleave(2, dim=0)
@@ -92,7 +93,7 @@ def test_other_forwards_during_a_split_pass_keep_sdpa(sharp_rm):
     with torch.no_grad():
         before = model(input_ids=ids, attention_mask=mask).logits
     during: list[torch.Tensor] = []
-    empty = prefix_attention.SplitPrefix([], [], [], [])
+    empty = prefix_attention.SplitPrefix([], [])
 
     def other_thread():
         with torch.no_grad():

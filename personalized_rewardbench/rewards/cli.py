@@ -38,6 +38,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_queue=args.max_queue,
         max_wait_ms=args.max_wait_ms,
         micro_batch_tokens=args.micro_batch_tokens,
+        prefix_cache_tokens=args.prefix_cache_tokens,
     )
     settings = _settings(args)
     settings.run_config()  # validate the options before loading the model
@@ -112,6 +113,12 @@ def register(commands) -> None:
     serve.add_argument("--max-wait-ms", type=float, default=10.0, help="batching wait, 0-20 ms (default 10)")
     serve.add_argument(
         "--micro-batch-tokens", type=int, default=32768, help="tokens gathered per scoring call (default 32768)"
+    )
+    serve.add_argument(
+        "--prefix-cache-tokens",
+        type=int,
+        default=16384,
+        help="prompt tokens whose key/value states are kept for later calls (default 16384; 0: off)",
     )
     serve.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
     serve.set_defaults(handler=_serve)

@@ -43,10 +43,13 @@ class ServerLimits:
     max_queue: int = 256  # requests waiting for the model
     max_wait_ms: float = 10.0  # how long a batch waits for more requests (at most 20 ms)
     micro_batch_tokens: int = 32768  # tokens per scoring call (the scorer splits it into forward batches)
+    prefix_cache_tokens: int = 16384  # prompt tokens whose states are kept for later calls (0: none)
 
     def __post_init__(self) -> None:
         if not 0 <= self.max_wait_ms <= 20:
             raise UserError(f"--max-wait-ms must be between 0 and 20, got {self.max_wait_ms}")
+        if self.prefix_cache_tokens < 0:
+            raise UserError(f"--prefix-cache-tokens must be 0 (off) or positive, got {self.prefix_cache_tokens}")
         for name in ("max_items", "max_bytes", "max_queue", "micro_batch_tokens"):
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
@@ -73,6 +76,8 @@ class RewardService:
         self.scorer, self.settings, self.limits = scorer, settings, limits
         self.ranker = ProfileRanker(settings.retriever, settings.cache_dir, data_revision)
         self.tokenizer = getattr(scorer, "tokenizer", None)
+        # a GRPO group's completions often arrive in two consecutive calls: the second reuses the prompt's states
+        self.prefix_cache = scorer.keep_prefixes(limits.prefix_cache_tokens) if limits.prefix_cache_tokens else None
         self.batcher: MicroBatcher[RewardEntry, EntryScore] = MicroBatcher(
             lambda requests: score_requests(scorer, requests),
             budget_tokens=limits.micro_batch_tokens,
@@ -85,6 +90,7 @@ class RewardService:
         return {
             **describe(self.settings, self.scorer, retriever),
             "limits": asdict(self.limits),
+            "prefix_cache": None if self.prefix_cache is None else self.prefix_cache.figures(),
             "version": __version__,
         }
 

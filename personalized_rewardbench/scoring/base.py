@@ -18,9 +18,12 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from personalized_rewardbench.data.eval_items import EvalItem
+
+if TYPE_CHECKING:
+    from personalized_rewardbench.scoring.prefix_cache import PrefixCache
 
 ScoreRecord = dict[str, Any]
 
@@ -107,6 +110,12 @@ class Scorer(ABC):
         The same prompt builder, fitting (over all answers of the group) and score rule as `score`: the group
         (chosen, rejected) of an item scores exactly what `score` gives that pair. Scorers that only compare
         two answers (a pairwise judge) raise `UserError`."""
+
+    def keep_prefixes(self, max_tokens: int) -> PrefixCache | None:
+        """From now on keep recently run prompts' key/value states (up to `max_tokens` prompt tokens) for later
+        calls, which then do not run them again (the reward server); the cache, or None where this scorer has no
+        prompt pass to keep."""
+        return None
 
     def notices(self, plan: ScoringPlan) -> list[str]:
         """Lines to show the user about this plan (e.g. pairs the shared prefix cannot serve)."""

@@ -43,6 +43,7 @@ from personalized_rewardbench.scoring.model_loading import (
     model_revision,
 )
 from personalized_rewardbench.scoring.prefix_attention import split_supported
+from personalized_rewardbench.scoring.prefix_cache import PrefixCache
 from personalized_rewardbench.scoring.prompts import reward_chat, user_message
 from personalized_rewardbench.scoring.protocols import UpstreamInputs, use_eos_as_pad
 from personalized_rewardbench.scoring.registry import ModelSpec
@@ -135,6 +136,7 @@ class ClassifierScorer(Scorer):
         # the suffix pass attends to each prefix once per group (`prefix_attention`) until the check says otherwise
         self._split = self.shared_prefix and split_supported(self.model, self.device)
         self._padding_free: bool | None = None  # right padding needs no mask (`right_padding_is_free`); checked once
+        self.prefix_cache: PrefixCache | None = None  # prompts kept across calls (`keep_prefixes`): off by default
 
     def protocol(self) -> dict[str, Any]:
         if self.upstream:
@@ -156,6 +158,11 @@ class ClassifierScorer(Scorer):
             "attn_implementation": attention_implementation(self.model),
             "added_pad_token": self.added_pad,
         }
+
+    def keep_prefixes(self, max_tokens: int) -> PrefixCache | None:
+        if self.shared_prefix and self.prefix_cache is None:
+            self.prefix_cache = PrefixCache(max_tokens)
+        return self.prefix_cache if self.shared_prefix else None
 
     # -- encoding ---------------------------------------------------------------------------------
     def encode_answer(self, item: EvalItem, answer: str) -> list[int]:
@@ -221,7 +228,8 @@ class ClassifierScorer(Scorer):
                 prompt = self.encode_prompt(fitted.item)  # the scored item: posts dropped, question shortened
             except Exception:  # noqa: BLE001 - a template that cannot render the prompt alone: score in full
                 prompt = []
-            layout = group_layout(prompt, fitted.inputs, self.tokenizer.pad_token_id)
+            kept = self.prefix_cache is not None
+            layout = group_layout(prompt, fitted.inputs, self.tokenizer.pad_token_id, prompt_only=kept)
         return EncodedGroup(fitted.inputs, fitted.truncated, layout, fitted.question_shortened)
 
     def _verified(self, encoded: Sequence[EncodedGroup]) -> list[EncodedGroup]:
@@ -352,7 +360,8 @@ class ClassifierScorer(Scorer):
         if all(group.layout.prefix for group in groups):
             split = [(g.inputs[0][: g.layout.prefix], [ids[g.layout.prefix :] for ids in g.inputs]) for g in groups]
             free = self._right_padding_free(ids for group in groups for ids in group.inputs)
-            logits = pooled_logits(self.model, split, self.tokenizer.pad_token_id, self.device, free, self._split)
+            pad, cache = self.tokenizer.pad_token_id, self.prefix_cache
+            logits = pooled_logits(self.model, split, pad, self.device, free, self._split, cache)
             flat = self._scores(logits).tolist()
         else:
             flat = self.score_sequences([ids for group in groups for ids in group.inputs])

@@ -37,12 +37,10 @@ _UNSUPPORTED = ("position_bias", "softcap", "sliding_window", "s_aux", "sinks")
 
 @dataclass(frozen=True)
 class SplitPrefix:
-    """What the split attention needs besides the suffix's own states: per layer the prefix keys/values
-    ([groups, kv heads, width, dim]), each group's real prefix columns and its number of suffix rows."""
+    """What the split attention needs besides the suffix's own states: each group's prefix states (per layer
+    (keys, values) over its real columns, [1, kv heads, length, dim]) and its number of suffix rows."""
 
-    keys: Sequence[torch.Tensor]
-    values: Sequence[torch.Tensor]
-    columns: Sequence[slice]
+    states: Sequence[Sequence[tuple[torch.Tensor, torch.Tensor]]]
     counts: Sequence[int]
 
 
@@ -133,14 +131,12 @@ def split_attention(
     rows, heads, length, dim = query.shape
     repeat = heads // key.shape[1]
     own, own_lse = flash(query, _heads(key, repeat), _heads(value, repeat), 0.0, True, scale=scale)
-    keys, values = prefix.keys[layer], prefix.values[layer]
     outs, lses, start = [], [], 0
-    for group, (columns, count) in enumerate(zip(prefix.columns, prefix.counts)):
+    for states, count in zip(prefix.states, prefix.counts):
         # the group's suffix queries as one row of count x length queries
         joined = query[start : start + count].transpose(0, 1).reshape(1, heads, count * length, dim)
-        k = _heads(keys[group : group + 1, :, columns], repeat)
-        v = _heads(values[group : group + 1, :, columns], repeat)
-        out, lse = flash(joined, k, v, 0.0, False, scale=scale)
+        keys, values = states[layer]
+        out, lse = flash(joined, _heads(keys, repeat), _heads(values, repeat), 0.0, False, scale=scale)
         outs.append(out.reshape(heads, count, length, dim).transpose(0, 1))
         lses.append(lse.reshape(heads, count, length).transpose(0, 1))
         start += count

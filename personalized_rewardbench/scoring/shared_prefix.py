@@ -10,13 +10,21 @@ full forwards up to float rounding. Readers: `pooled_logits` (a sequence-classif
 state of the pooled token: the last that is not the pad token) and `last_logits` (a causal LM's next-token
 logits after each suffix's last `last` positions).
 
+Split suffix pass (`prefix_attention`, classifiers on a CPU with sdpa attention): instead of the repeated
+prefix and a mask, each layer attends to a group's prefix once for all its suffixes and merges that with the
+suffixes' own causal attention by log-sum-exp (1.3-1.4x faster shared-prefix batches of 8 suffixes of 300
+tokens on a 2,800-token prefix; the same scores up to float rounding).
+
 Padding (`padding_sides`). Where every layer attends to the whole past, the side rows are padded on only moves
 float rounding, and each reader keeps the side it has always used (classifier: prefixes and suffixes on the
-right; judges: both on the left), so scores stay byte-identical to earlier runs. A sliding-window layer counts
-its window in cache columns, so padding *between* a row's prefix and its suffix would shift the window: with
-any sliding layer, prefixes are padded on the left and suffixes on the right, every row's real tokens are
-contiguous columns, and the window counts exactly the distances the full input has (a judge then reads its
-logits at per-row positions, transformers' 2D `logits_to_keep`).
+right; judges: both on the left), so scores of the plain pass stay byte-identical to earlier runs. A
+sliding-window layer counts its window in cache columns, so padding *between* a row's prefix and its suffix
+would shift the window: with any sliding layer, prefixes are padded on the left and suffixes on the right,
+every row's real tokens are contiguous columns, and the window counts exactly the distances the full input
+has (a judge then reads its logits at per-row positions, transformers' 2D `logits_to_keep`).
+
+Prefix cache (`cache`, a `PrefixCache`): prefixes run in an earlier batch are not run again; their states are
+padded into the batch (plain pass) or read as they are (split pass).
 
 Masks (`needed_mask`). A causal decoder never looks ahead, so right padding changes nothing a real token sees:
 on a classifier that passes `right_padding_is_free` (the decoder-only check above, then once on a real input:
@@ -52,6 +60,7 @@ from typing import Any
 import torch
 
 from personalized_rewardbench.scoring.prefix_attention import SplitPrefix, split_forward
+from personalized_rewardbench.scoring.prefix_cache import LayerStates, PrefixCache
 
 #: Prefix lengths within this many tokens count as equal when batches are formed (see `shared_prefix_batches`).
 _PREFIX_STEP = 16
@@ -109,10 +118,13 @@ def pooled_index(ids: Sequence[int], pad_token_id: int | None) -> int:
     return -1
 
 
-def group_layout(prompt: Sequence[int], inputs: Sequence[Sequence[int]], pad_token_id: int | None) -> PairLayout:
+def group_layout(
+    prompt: Sequence[int], inputs: Sequence[Sequence[int]], pad_token_id: int | None, prompt_only: bool = False
+) -> PairLayout:
     """Shared-prefix length for the full inputs of one prompt's answers, or 0 with the reason they must be scored
     in full: the prompt must be a token prefix of every input; the shared part is their longest common prefix, cut
-    so that each suffix keeps its pooled token."""
+    so that each suffix keeps its pooled token. `prompt_only`: the prompt at most (a prefix cache finds the same
+    prompt again whatever answers come with it)."""
     size = len(prompt)
     if not prompt or any(list(ids[:size]) != list(prompt) for ids in inputs):
         return PairLayout(
@@ -121,7 +133,7 @@ def group_layout(prompt: Sequence[int], inputs: Sequence[Sequence[int]], pad_tok
             "the template or tokenizer merges across the answer boundary",
         )
     common = [common_prefix_length(inputs[0], other) for other in inputs[1:]]
-    shared = min(common + [pooled_index(ids, pad_token_id) for ids in inputs])
+    shared = min(common + [pooled_index(ids, pad_token_id) for ids in inputs] + ([size] if prompt_only else []))
     if shared < 1:
         return PairLayout(0, "no shared prefix before the pooled token")
     return PairLayout(shared)
@@ -301,76 +313,128 @@ def prefix_pass(
     sides: tuple[str, str],
     right_padding_free: bool = False,
     split: bool = False,
+    cache: PrefixCache | None = None,
 ) -> SuffixPass:
     """Run every group's prefix once through the base model; return the suffix pass that continues from it.
 
     `right_padding_free`: the model passed `right_padding_is_free`, so right-padded rows need no mask.
     `split`: right-padded suffixes on a model `prefix_attention.split_supported` accepts: the suffix pass
-    attends to each prefix once per group instead of repeating it per suffix."""
-    from transformers.cache_utils import DynamicCache
-
+    attends to each prefix once per group instead of repeating it per suffix. `cache`: prefixes it holds
+    are not run again, and the ones run here are kept in it."""
     prefix_side, suffix_side = sides
     prefixes = [prefix for prefix, _ in groups]
     suffixes = [suffix for _, group in groups for suffix in group]
     counts = torch.tensor([len(group) for _, group in groups], dtype=torch.long)
-    prefix_ids, prefix_mask = pad_rows(prefixes, pad, prefix_side)
-    cache = DynamicCache()  # full layers: sliding ones keep every prefix column; the mask applies the window
-    mask = needed_mask(prefix_mask, right_padding_free and prefix_side == "right")
-    model.base_model(
-        input_ids=prefix_ids.to(device),
-        attention_mask=None if mask is None else mask.to(device),
-        position_ids=positions(prefix_mask, prefix_side).to(device),
-        past_key_values=cache,
-        use_cache=True,
-    )
+    split = split and suffix_side == "right"
+    if cache is None and not split:  # the batch's padded states serve the suffix pass as they are
+        layers, prefix_mask = _run_prefixes(model, prefixes, pad, device, prefix_side, right_padding_free)
+    else:
+        states = _prefix_states(model, prefixes, pad, device, prefix_side, right_padding_free, cache)
+        if not split:
+            layers, prefix_mask = _stacked(states, prefix_side)
     suffix_ids, suffix_mask = pad_rows(suffixes, pad, suffix_side)
     starts = torch.tensor([len(prefix) for prefix in prefixes], dtype=torch.long).repeat_interleave(counts)
-    split_prefix = None
-    if split and suffix_side == "right":  # the split attention reads each prefix's real columns: no mask at all
-        width = prefix_ids.shape[1]
-        columns = [slice(width - len(p), width) if prefix_side == "left" else slice(0, len(p)) for p in prefixes]
-        keys, values = [layer.keys for layer in cache.layers], [layer.values for layer in cache.layers]
-        split_prefix, mask = SplitPrefix(keys, values, columns, counts.tolist()), None
+    if split:  # the split attention reads each prefix's real columns: no mask at all
+        split_prefix, mask = SplitPrefix(states, counts.tolist()), None
+        suffix_cache = _suffix_cache([None] * len(states[0]), max(map(len, prefixes)), counts)
     else:
+        split_prefix = None
         full_mask = torch.cat([prefix_mask.repeat_interleave(counts, dim=0), suffix_mask], dim=1)
         # padding after a prefix sits between it and its suffix: only unpadded prefixes let right padding go unmasked
         free = right_padding_free and suffix_side == "right" and bool(prefix_mask.all())
         mask = needed_mask(full_mask, free)
+        suffix_cache = _suffix_cache(layers, prefix_mask.shape[1], counts)
     kwargs = {
         "input_ids": suffix_ids.to(device),
         "attention_mask": None if mask is None else mask.to(device),
         "position_ids": positions(suffix_mask, suffix_side, starts).to(device),
-        "past_key_values": _suffix_cache(cache, counts, split=split_prefix is not None),
+        "past_key_values": suffix_cache,
         "use_cache": True,
     }
     lengths = [len(suffix) for suffix in suffixes]
     return SuffixPass(kwargs, lengths, suffix_side, suffix_ids.shape[1], split_prefix)
 
 
-def _suffix_cache(prefix_cache, counts: torch.Tensor, split: bool = False):
+def _run_prefixes(
+    model, prefixes: Sequence[Sequence[int]], pad: int, device, side: str, right_padding_free: bool
+) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
+    """One base-model pass over the padded `prefixes`: per layer its (keys, values), and the prefix mask."""
+    from transformers.cache_utils import DynamicCache
+
+    ids, prefix_mask = pad_rows(prefixes, pad, side)
+    cache = DynamicCache()  # full layers: sliding ones keep every prefix column; the mask applies the window
+    mask = needed_mask(prefix_mask, right_padding_free and side == "right")
+    model.base_model(
+        input_ids=ids.to(device),
+        attention_mask=None if mask is None else mask.to(device),
+        position_ids=positions(prefix_mask, side).to(device),
+        past_key_values=cache,
+        use_cache=True,
+    )
+    return [(layer.keys, layer.values) for layer in cache.layers], prefix_mask
+
+
+def _real_columns(length: int, width: int, side: str) -> slice:
+    return slice(width - length, width) if side == "left" else slice(0, length)
+
+
+def _prefix_states(
+    model, prefixes, pad: int, device, side: str, right_padding_free: bool, cache: PrefixCache | None
+) -> list[LayerStates]:
+    """Each prefix's per-layer (keys, values) over its real columns: from `cache`, or from one pass over the
+    prefixes it does not hold (then kept in it)."""
+    states: list[LayerStates | None] = [None if cache is None else cache.get(prefix) for prefix in prefixes]
+    fresh = [n for n, found in enumerate(states) if found is None]
+    if fresh:
+        layers, mask = _run_prefixes(model, [prefixes[n] for n in fresh], pad, device, side, right_padding_free)
+        for row, n in enumerate(fresh):
+            columns = _real_columns(len(prefixes[n]), mask.shape[1], side)
+            states[n] = [(k[row : row + 1, :, columns], v[row : row + 1, :, columns]) for k, v in layers]
+            if cache is not None:
+                cache.put(prefixes[n], states[n])
+    return states  # type: ignore[return-value]
+
+
+def _stacked(states: Sequence[LayerStates], side: str) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
+    """Per-prefix states padded (with zeros, masked) into one batch per layer, and its prefix mask."""
+    lengths = [group[0][0].shape[-2] for group in states]
+    width = max(lengths)
+    prefix_mask = torch.zeros((len(states), width), dtype=torch.long)
+    layers = []
+    for layer in range(len(states[0])):
+        keys, values = states[0][layer]
+        shape = (len(states), keys.shape[1], width, keys.shape[-1])
+        stacked_keys, stacked_values = keys.new_zeros(shape), values.new_zeros(shape)
+        for row, group in enumerate(states):
+            columns = _real_columns(lengths[row], width, side)
+            stacked_keys[row, :, columns], stacked_values[row, :, columns] = group[layer][0][0], group[layer][1][0]
+            prefix_mask[row, columns] = 1
+        layers.append((stacked_keys, stacked_values))
+    return layers, prefix_mask
+
+
+def _suffix_cache(layers: Sequence[tuple[torch.Tensor, torch.Tensor] | None], width: int, counts: torch.Tensor):
     """A cache for the suffix pass: each layer hands out its prefix keys/values once -- every prefix row repeated
-    once per suffix of its group, followed by the suffixes' own -- and then lets them go. `split`: each layer
-    hands out the suffixes' own only (the split attention reads the prefix from its `SplitPrefix`)."""
+    once per suffix of its group, followed by the suffixes' own -- and then lets them go. A layer without prefix
+    states (None: the split pass, which reads them from its `SplitPrefix`) hands out the suffixes' own only."""
     from transformers.cache_utils import DynamicCache, DynamicLayer
 
     class PrefixOnceLayer(DynamicLayer):
-        def __init__(self, keys: torch.Tensor, values: torch.Tensor, is_sliding: bool):
+        def __init__(self, states: tuple[torch.Tensor, torch.Tensor] | None):
             super().__init__()
-            self.lazy_initialization(keys, values)
-            self.keys, self.values, self.is_sliding, self.length = keys, values, is_sliding, keys.shape[-2]
+            self.states, self.is_sliding, self.length, self.is_initialized = states, False, width, True
 
         def update(self, key_states, value_states, *args, **kwargs):
-            keys, values = self.keys, self.values
-            self.keys = self.values = None
-            if split:
+            states, self.states = self.states, None
+            if states is None:
                 return key_states, value_states
-            return _repeat_then(keys, key_states, counts), _repeat_then(values, value_states, counts)
+            return _repeat_then(states[0], key_states, counts), _repeat_then(states[1], value_states, counts)
 
         def get_seq_length(self) -> int:
             return self.length
 
     cache = DynamicCache()
-    cache.layers = [PrefixOnceLayer(layer.keys, layer.values, layer.is_sliding) for layer in prefix_cache.layers]
+    cache.layers = [PrefixOnceLayer(states) for states in layers]
     return cache
 
 
@@ -386,18 +450,24 @@ def _repeat_then(prefix: torch.Tensor, suffix: torch.Tensor, counts: torch.Tenso
 
 @torch.inference_mode()
 def pooled_logits(
-    model, groups: Sequence[Group], pad_token_id: int, device, right_padding_free: bool = False, split: bool = False
+    model,
+    groups: Sequence[Group],
+    pad_token_id: int,
+    device,
+    right_padding_free: bool = False,
+    split: bool = False,
+    cache: PrefixCache | None = None,
 ) -> torch.Tensor:
     """A classifier's logits, one row per suffix in order (group 0's suffixes, then group 1's, ...), for
     (prefix, suffixes) groups: a pair is (prefix, (chosen suffix, rejected suffix)), Best-of-N has N suffixes.
 
     Each suffix must be non-empty and hold its input's pooled token (see `group_layout`).
     `right_padding_free`: the model passed `right_padding_is_free`; `split`: the suffix pass uses the split
-    attention (`prefix_attention`; only where `split_supported`).
+    attention (`prefix_attention`; only where `split_supported`); `cache`: prefixes kept from earlier batches.
     """
     suffixes = [suffix for _, group in groups for suffix in group]
     sides = padding_sides(model, "pooled")
-    run = prefix_pass(model, groups, pad_token_id, device, sides, right_padding_free, split)
+    run = prefix_pass(model, groups, pad_token_id, device, sides, right_padding_free, split, cache)
     if run.split is None:
         hidden = model.base_model(**run.kwargs).last_hidden_state
     else:

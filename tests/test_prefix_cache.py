@@ -1,0 +1,102 @@
+"""The prefix cache: a prompt run in one scoring call is not run again in the next, and its answers score what
+they score without the cache (split and plain suffix passes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import LlamaForSequenceClassification
+
+from personalized_rewardbench.data.eval_items import EvalItem, ProfilePost
+from personalized_rewardbench.scoring.base import AnswerGroup
+from personalized_rewardbench.scoring.classifier import ClassifierScorer
+from personalized_rewardbench.scoring.prefix_cache import PrefixCache
+from personalized_rewardbench.scoring.registry import ModelSpec
+from personalized_rewardbench.testing.tiny_models import llama_config, make_tokenizer
+
+TOLERANCE = 1e-4
+
+
+@pytest.fixture(scope="module")
+def sharp_rm(tmp_path_factory) -> Path:
+    torch.manual_seed(4)
+    folder = tmp_path_factory.mktemp("models") / "sharp-rm"
+    tokenizer = make_tokenizer()
+    LlamaForSequenceClassification(llama_config(tokenizer, num_labels=1, initializer_range=0.3)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _item(n: int, posts: int) -> EvalItem:
+    profile = tuple(
+        ProfilePost("cooking", f"note {n}.{p}: slow braises, sharp knives, cast iron " * 2) for p in range(posts)
+    )
+    return EvalItem(
+        f"cache_{n}", "Lifestyle_and_Personal_Development", f"What should I cook tonight ({n})?", profile, "", ""
+    )
+
+
+ANSWERS = ("A braise: you have the time.", "Pasta.", "Something in the cast iron pan.", "Order in.", "Soup again.")
+
+
+def _scorer(folder: Path, **options) -> ClassifierScorer:
+    return ClassifierScorer(str(folder), ModelSpec(max_length=2048), device="cpu", dtype="float32", **options)
+
+
+class PrefixRows:
+    """Counts the rows and tokens every base-model forward embeds (prefix passes are the long ones)."""
+
+    def __init__(self, model):
+        self.calls: list[tuple[int, int]] = []
+        model.base_model.embed_tokens.register_forward_hook(lambda _m, args, _out: self.calls.append(args[0].shape))
+
+
+@pytest.mark.parametrize("split", [True, False])
+def test_a_kept_prompt_is_not_run_again_and_scores_the_same(sharp_rm, split):
+    scorer = _scorer(sharp_rm)
+    cache = scorer.keep_prefixes(4096)
+    assert isinstance(cache, PrefixCache)
+    scorer.score_answers([AnswerGroup(_item(0, 1), ANSWERS[:1])])  # the model's checks run here, before counting
+    scorer._split = split and scorer._split
+    assert scorer._split is split
+    rows = PrefixRows(scorer.model)
+    first = scorer.score_answers([AnswerGroup(_item(1, 3), ANSWERS[:2])])
+    assert (cache.hits, cache.misses) == (0, 2)  # item 0 during the checks, item 1 now
+    assert [shape[0] for shape in rows.calls] == [1, 2]  # item 1's prompt, then its 2 answers
+    rows.calls.clear()
+    # item 1's other answers come in the next call, with a new prompt of another length (padded with item 1's)
+    second = scorer.score_answers([AnswerGroup(_item(1, 3), ANSWERS[2:]), AnswerGroup(_item(2, 2), ANSWERS[:2])])
+    assert (cache.hits, cache.misses) == (1, 3)
+    prompt_run, suffix_run = rows.calls
+    assert prompt_run[0] == 1 and suffix_run[0] == 5  # only item 2's prompt runs; 3 + 2 answers on the prompts
+    reference = _scorer(sharp_rm)  # no cache
+    expected = reference.score_answers(
+        [
+            AnswerGroup(_item(1, 3), ANSWERS[:2]),
+            AnswerGroup(_item(1, 3), ANSWERS[2:]),
+            AnswerGroup(_item(2, 2), ANSWERS[:2]),
+        ]
+    )
+    full = _scorer(sharp_rm, shared_prefix=False).score_answers([AnswerGroup(_item(1, 3), ANSWERS)])[0].scores
+    got = [*first[0].scores, *second[0].scores, *second[1].scores]
+    want = [score for group in expected for score in group.scores]
+    assert got == pytest.approx(want, abs=TOLERANCE)
+    assert got[:5] == pytest.approx(list(full), abs=TOLERANCE)
+    assert max(got) - min(got) > 100 * TOLERANCE  # the scores tell the answers apart: a wrong prefix would show
+
+
+def test_the_cache_keeps_at_most_its_tokens_and_only_what_it_is_given(sharp_rm):
+    scorer = _scorer(sharp_rm)
+    prompt = len(scorer.encode_prompt(_item(0, 1)))
+    cache = scorer.keep_prefixes(2 * prompt + prompt // 2)  # room for two of these prompts
+    for n in range(4):
+        scorer.score_answers([AnswerGroup(_item(n, 1), ANSWERS[:2])])
+        assert 0 < cache.tokens <= cache.max_tokens
+    assert cache.figures()["prefixes"] == 2 and cache.misses == 4 and cache.hits == 0
+    scorer.score_answers([AnswerGroup(_item(3, 1), ANSWERS[2:])])  # the most recent prompts are the ones kept
+    assert cache.hits == 1
+    scorer.score_answers([AnswerGroup(_item(0, 1), ANSWERS[2:])])
+    assert cache.misses == 5
+    assert _scorer(sharp_rm, shared_prefix=False).keep_prefixes(300) is None  # nothing to keep without sharing
