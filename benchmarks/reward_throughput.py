@@ -13,8 +13,13 @@ Completions are synthetic texts of 270-330 tokens. Both parts score the same mod
     - full: the same model and settings with `--no-shared-prefix`: every completion scored in full.
 (b) the reward server (`rewards.server`, uvicorn on 127.0.0.1, default limits) scoring the same
     prompt x completion entries, one completion per request (the reference server's request shape):
-    - concurrent: 32 client threads post at once; the micro-batcher groups what arrives together;
-    - sequential: one request at a time, each waiting for the previous answer.
+    - concurrent: 32 client threads post at once; the micro-batcher groups what arrives together, and the
+      prefix cache (on by default) keeps a prompt whose completions land in two consecutive calls;
+    - sequential: one request at a time, each waiting for the previous answer, with nothing kept between
+      requests (`--prefix-cache-tokens 0`): each request scored on its own, as the reference server does.
+    The ratio is sequential / concurrent. Also reported from the same run: both passes without the cache
+    (micro-batching alone) and one request at a time with the cache (what the cache alone gives). The cache
+    starts empty for every pass.
 
 Each path runs once after a warm-up; its time includes tokenization, fitting and HTTP. Scores are compared
 between the paths (max |difference|). Run at reduced size with `--prompts 4 --completions 4` or
@@ -105,15 +110,16 @@ def _post(url: str, body: bytes) -> float:
         return json.loads(response.read())["scores"][0]
 
 
-def server_clients(model_dir: Path, entries, clients: int) -> dict:
-    import uvicorn
-
-    from personalized_rewardbench.rewards.server import RewardService, ServerLimits, create_app
-
-    settings, scorer = _scorer(model_dir, True)
-    service = RewardService(scorer, settings, ServerLimits())
+def _serve(model_dir: Path, limits):
+    """A reward server on a free port of 127.0.0.1 in a thread: (service, server, its thread, url)."""
     import socket
 
+    import uvicorn
+
+    from personalized_rewardbench.rewards.server import RewardService, create_app
+
+    settings, scorer = _scorer(model_dir, True)
+    service = RewardService(scorer, settings, limits)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -122,29 +128,66 @@ def server_clients(model_dir: Path, entries, clients: int) -> dict:
     thread.start()
     while not server.started:
         time.sleep(0.05)
-    url = f"http://127.0.0.1:{port}"
+    return service, server, thread, f"http://127.0.0.1:{port}"
+
+
+def server_passes(model_dir: Path, entries, clients: int, cache_tokens: int) -> dict:
+    """One request at a time, then `clients` at once, on one server (`cache_tokens` 0: no prefix cache); the
+    cache starts empty for each pass."""
+    from personalized_rewardbench.rewards.server import ServerLimits
+
+    service, server, thread, url = _serve(model_dir, ServerLimits(prefix_cache_tokens=cache_tokens))
+    label = f"cache {cache_tokens}" if cache_tokens else "no cache"
     bodies = [_payload(entry) for entry in entries]
+
+    def fresh_cache() -> None:
+        if service.prefix_cache is not None:
+            service.prefix_cache.clear()
+
     try:
         _post(url, bodies[0])  # warm-up
+        fresh_cache()
         sequential, seconds_sequential = _timed(lambda: [_post(url, body) for body in bodies])
-        print(f"(b) sequential: {len(bodies)} requests in {seconds_sequential:.1f} s", flush=True)
+        print(f"(b) {label}, one at a time: {len(bodies)} requests in {seconds_sequential:.1f} s", flush=True)
+        fresh_cache()
         batches_before = service.batcher.stats.batches
         with ThreadPoolExecutor(max_workers=clients) as pool:
             concurrent, seconds_concurrent = _timed(lambda: list(pool.map(lambda body: _post(url, body), bodies)))
         batches = service.batcher.stats.batches - batches_before
         print(
-            f"(b) {clients} clients: {len(bodies)} requests in {seconds_concurrent:.1f} s, {batches} batches",
+            f"(b) {label}, {clients} clients: {len(bodies)} requests in {seconds_concurrent:.1f} s, {batches} calls",
             flush=True,
         )
     finally:
         server.should_exit = True
         thread.join(10)
     return {
-        "ratio": seconds_sequential / seconds_concurrent,
         "seconds_sequential": seconds_sequential,
         "seconds_concurrent": seconds_concurrent,
         "scoring_calls_concurrent": batches,
-        "max_abs_score_diff": max(abs(a - b) for a, b in zip(sequential, concurrent)),
+        "scores_sequential": sequential,
+        "scores_concurrent": concurrent,
+    }
+
+
+def server_clients(model_dir: Path, entries, clients: int) -> dict:
+    """(b): the default server (prefix cache on) under `clients` concurrent clients against one request at a time
+    with nothing kept between requests (the reference server's shape), plus the two other combinations."""
+    from personalized_rewardbench.rewards.server import ServerLimits
+
+    plain = server_passes(model_dir, entries, clients, 0)
+    cached = server_passes(model_dir, entries, clients, ServerLimits().prefix_cache_tokens)
+    scores = [plain["scores_sequential"], plain["scores_concurrent"], cached["scores_sequential"]]
+    return {
+        "ratio": plain["seconds_sequential"] / cached["seconds_concurrent"],
+        "micro_batching_alone": plain["seconds_sequential"] / plain["seconds_concurrent"],
+        "prefix_cache_one_at_a_time": plain["seconds_sequential"] / cached["seconds_sequential"],
+        "seconds_sequential_no_cache": plain["seconds_sequential"],
+        "seconds_concurrent_no_cache": plain["seconds_concurrent"],
+        "seconds_sequential_cache": cached["seconds_sequential"],
+        "seconds_concurrent_cache": cached["seconds_concurrent"],
+        "scoring_calls_concurrent": cached["scoring_calls_concurrent"],
+        "max_abs_score_diff": max(abs(a - b) for other in scores for a, b in zip(other, cached["scores_concurrent"])),
     }
 
 
@@ -182,7 +225,9 @@ def main() -> None:
         if args.skip != "b":
             served = server_clients(model_dir, entries, args.clients)
             result["server_concurrent_vs_sequential"] = round(served.pop("ratio"), 2)
-            result["server"] = served
+            result["server"] = {
+                key: round(value, 2) if key != "max_abs_score_diff" else value for key, value in served.items()
+            }
     print(json.dumps(result))
 
 
