@@ -13,7 +13,6 @@ from transformers import (
     BertConfig,
     BertForSequenceClassification,
     LlamaForSequenceClassification,
-    MistralConfig,
     MistralForCausalLM,
     MistralForSequenceClassification,
 )
@@ -26,7 +25,12 @@ from personalized_rewardbench.runs.scorer_factory import make_scorer
 from personalized_rewardbench.scoring import shared_prefix as prefix_scoring
 from personalized_rewardbench.scoring.devices import select_attn_implementation
 from personalized_rewardbench.scoring.shared_prefix import shared_prefix_cost
-from personalized_rewardbench.testing.tiny_models import build_tiny_reward_model, llama_config, make_tokenizer
+from personalized_rewardbench.testing.tiny_models import (
+    build_tiny_mistral,
+    build_tiny_reward_model,
+    llama_config,
+    make_tokenizer,
+)
 
 TOLERANCE = 1e-4
 
@@ -159,31 +163,10 @@ def test_prompt_that_is_not_a_token_prefix_falls_back_and_says_so(tmp_path, cach
     _assert_same_scores(fast, full)
 
 
-def _tiny_mistral(folder: Path, window: int, causal_lm: bool = False) -> Path:
-    torch.manual_seed(0)
-    tokenizer = make_tokenizer()
-    config = MistralConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        sliding_window=window,
-        max_position_embeddings=2048,
-        pad_token_id=tokenizer.pad_token_id,
-        initializer_range=0.3,
-        num_labels=1,
-    )
-    (MistralForCausalLM if causal_lm else MistralForSequenceClassification)(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
 def test_sliding_window_models_share_exactly_beyond_the_window(tmp_path, cache):
     """Inputs far longer than a 24-token window share their prefix and score what full forwards score."""
     window = 24
-    folder = _tiny_mistral(tmp_path / "tiny-mistral", window)
+    folder = build_tiny_mistral(tmp_path / "tiny-mistral", window)
     fast = _run(folder, tmp_path / "fast", cache, shared=True, k=2, batch_tokens=1200)
     full = _run(folder, tmp_path / "full", cache, shared=False, k=2, batch_tokens=1200)
     plan_config = RunConfig(model=str(folder), data="sample", profile_k=2, retriever="bm25", cache_dir=cache)
@@ -200,8 +183,10 @@ def test_sliding_window_models_share_exactly_beyond_the_window(tmp_path, cache):
 def test_one_mechanism_for_both_readers_on_a_sliding_window_model(tmp_path):
     """The classifier reader and the judge reader of `shared_prefix` equal full forwards on a tiny Mistral with a
     16-token window, with groups of 1 to 4 suffixes of different lengths in one batch (float32, 1e-4)."""
-    rm = MistralForSequenceClassification.from_pretrained(_tiny_mistral(tmp_path / "rm", 16), dtype=torch.float32)
-    lm = MistralForCausalLM.from_pretrained(_tiny_mistral(tmp_path / "lm", 16, causal_lm=True), dtype=torch.float32)
+    rm = MistralForSequenceClassification.from_pretrained(build_tiny_mistral(tmp_path / "rm", 16), dtype=torch.float32)
+    lm = MistralForCausalLM.from_pretrained(
+        build_tiny_mistral(tmp_path / "lm", 16, causal_lm=True), dtype=torch.float32
+    )
     generator = torch.Generator().manual_seed(5)
     tokens = lambda n: torch.randint(5, 300, (n,), generator=generator).tolist()  # noqa: E731
     groups = [(tokens(70), [tokens(9)]), (tokens(41), [tokens(30), tokens(5), tokens(17), tokens(22)])]

@@ -14,7 +14,8 @@ from personalized_rewardbench.scoring.base import AnswerGroup
 from personalized_rewardbench.scoring.classifier import ClassifierScorer
 from personalized_rewardbench.scoring.prefix_cache import PrefixCache
 from personalized_rewardbench.scoring.registry import ModelSpec
-from personalized_rewardbench.testing.tiny_models import llama_config, make_tokenizer
+from personalized_rewardbench.scoring.shared_prefix import pooled_logits
+from personalized_rewardbench.testing.tiny_models import build_tiny_mistral, llama_config, make_tokenizer
 
 TOLERANCE = 1e-4
 
@@ -27,6 +28,12 @@ def sharp_rm(tmp_path_factory) -> Path:
     LlamaForSequenceClassification(llama_config(tokenizer, num_labels=1, initializer_range=0.3)).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="module")
+def sliding_rm(tmp_path_factory) -> Path:
+    """A Mistral RM with a 16-token window: plain pass, prefixes padded on the left."""
+    return build_tiny_mistral(tmp_path_factory.mktemp("models") / "sliding-rm", 16)
 
 
 def _item(n: int, posts: int) -> EvalItem:
@@ -53,17 +60,19 @@ class PrefixRows:
         model.base_model.embed_tokens.register_forward_hook(lambda _m, args, _out: self.calls.append(args[0].shape))
 
 
-@pytest.mark.parametrize("split", [True, False])
-def test_a_kept_prompt_is_not_run_again_and_scores_the_same(sharp_rm, split):
-    scorer = _scorer(sharp_rm)
+@pytest.mark.parametrize("kind", ["split", "plain", "sliding"])
+def test_a_kept_prompt_is_not_run_again_and_scores_the_same(request, kind):
+    folder = request.getfixturevalue("sliding_rm" if kind == "sliding" else "sharp_rm")
+    scorer = _scorer(folder)
     cache = scorer.keep_prefixes(4096)
     assert isinstance(cache, PrefixCache)
     scorer.score_answers([AnswerGroup(_item(0, 1), ANSWERS[:1])])  # the model's checks run here, before counting
-    scorer._split = split and scorer._split
-    assert scorer._split is split
+    if kind == "plain":
+        scorer._split = False
+    assert scorer._split is (kind == "split")
     rows = PrefixRows(scorer.model)
     first = scorer.score_answers([AnswerGroup(_item(1, 3), ANSWERS[:2])])
-    assert (cache.hits, cache.misses) == (0, 2)  # item 0 during the checks, item 1 now
+    assert (cache.hits, cache.misses) == (0, 2)  # item 0's scoring (the check runs without the cache), item 1's
     assert [shape[0] for shape in rows.calls] == [1, 2]  # item 1's prompt, then its 2 answers
     rows.calls.clear()
     # item 1's other answers come in the next call, with a new prompt of another length (padded with item 1's)
@@ -71,7 +80,7 @@ def test_a_kept_prompt_is_not_run_again_and_scores_the_same(sharp_rm, split):
     assert (cache.hits, cache.misses) == (1, 3)
     prompt_run, suffix_run = rows.calls
     assert prompt_run[0] == 1 and suffix_run[0] == 5  # only item 2's prompt runs; 3 + 2 answers on the prompts
-    reference = _scorer(sharp_rm)  # no cache
+    reference = _scorer(folder)  # no cache
     expected = reference.score_answers(
         [
             AnswerGroup(_item(1, 3), ANSWERS[:2]),
@@ -79,7 +88,7 @@ def test_a_kept_prompt_is_not_run_again_and_scores_the_same(sharp_rm, split):
             AnswerGroup(_item(2, 2), ANSWERS[:2]),
         ]
     )
-    full = _scorer(sharp_rm, shared_prefix=False).score_answers([AnswerGroup(_item(1, 3), ANSWERS)])[0].scores
+    full = _scorer(folder, shared_prefix=False).score_answers([AnswerGroup(_item(1, 3), ANSWERS)])[0].scores
     got = [*first[0].scores, *second[0].scores, *second[1].scores]
     want = [score for group in expected for score in group.scores]
     assert got == pytest.approx(want, abs=TOLERANCE)
@@ -100,3 +109,19 @@ def test_the_cache_keeps_at_most_its_tokens_and_only_what_it_is_given(sharp_rm):
     scorer.score_answers([AnswerGroup(_item(0, 1), ANSWERS[2:])])
     assert cache.misses == 5
     assert _scorer(sharp_rm, shared_prefix=False).keep_prefixes(300) is None  # nothing to keep without sharing
+
+
+def test_a_prompt_twice_in_one_batch_runs_once(sharp_rm):
+    model = LlamaForSequenceClassification.from_pretrained(sharp_rm, dtype=torch.float32).eval()
+    generator = torch.Generator().manual_seed(2)
+    tokens = lambda n: torch.randint(5, 3000, (n,), generator=generator).tolist()  # noqa: E731
+    prompt, other = tokens(40), tokens(25)
+    groups = [(prompt, [tokens(6), tokens(9)]), (other, [tokens(4)]), (prompt, [tokens(7)])]
+    rows = PrefixRows(model)
+    cache = PrefixCache(1000)
+    kept = pooled_logits(model, groups, model.config.pad_token_id, "cpu", split=False, cache=cache)
+    assert [shape[0] for shape in rows.calls] == [2, 4]  # two distinct prompts, then the 4 answers
+    assert (cache.misses, cache.figures()["prefixes"]) == (3, 2)
+    with torch.no_grad():
+        alone = torch.cat([model(torch.tensor([p + a])).logits for p, answers in groups for a in answers])
+    assert (kept - alone).abs().max().item() < TOLERANCE

@@ -164,13 +164,13 @@ def test_health_and_info(server, rm):
 def test_a_prompt_sent_again_is_not_run_again(server, items, direct):
     """A GRPO group's completions split over two requests: the second reuses the prompt's kept states (a cache hit
     in /info) and still gets the scores each completion gets alone."""
-    item = items[0]
+    item = EvalItem("fresh", "", "A question no other test sends: which tea suits a rainy day?", items[0].posts, "", "")
     before = get(server.url, "/info")[1]["prefix_cache"]
     first = post(server.url, [_request(item, ANSWERS[3])])
     middle = get(server.url, "/info")[1]["prefix_cache"]
     second = post(server.url, [_request(item, ANSWERS[1]), _request(item, ANSWERS[2])])
     after = get(server.url, "/info")[1]["prefix_cache"]
-    assert middle["hits"] + middle["misses"] == before["hits"] + before["misses"] + 1
+    assert (middle["hits"], middle["misses"]) == (before["hits"], before["misses"] + 1)  # a new prompt: it runs
     assert after["hits"] == middle["hits"] + 1 and after["misses"] == middle["misses"]
     assert 0 < after["tokens"] <= after["max_tokens"]
     assert first[0] == second[0] == 200

@@ -17,6 +17,7 @@ from personalized_rewardbench.scoring import prefix_attention
 from personalized_rewardbench.scoring import shared_prefix as prefix_scoring
 from personalized_rewardbench.scoring.base import AnswerGroup
 from personalized_rewardbench.scoring.classifier import ClassifierScorer
+from personalized_rewardbench.scoring.model_loading import attention_implementation
 from personalized_rewardbench.scoring.registry import ModelSpec
 from personalized_rewardbench.testing.tiny_models import llama_config, make_tokenizer
 
@@ -101,10 +102,57 @@ def test_other_forwards_during_a_split_pass_keep_sdpa(sharp_rm):
 
     with prefix_attention.split_forward(model, empty):
         assert model.config._attn_implementation == prefix_attention.ATTENTION
+        assert attention_implementation(model) == "sdpa"  # what results.json and /info report meanwhile
         worker = threading.Thread(target=other_thread)
         worker.start()
         worker.join()
     assert torch.equal(during[0], before)
+    assert model.config._attn_implementation == "sdpa"
+
+
+def test_split_passes_in_two_threads_at_once_score_as_they_do_alone(sharp_rm):
+    """Two threads run split passes on one model at once: both enter their suffix forward (a barrier at layer 0),
+    the first ends while the second waits at layer 1, and the second must still run its other layers with the
+    split attention (the first thread's end must not switch the model back under it)."""
+    model = LlamaForSequenceClassification.from_pretrained(sharp_rm, dtype=torch.float32).eval()
+    groups, other = _groups(5), _groups(6)
+    pad = model.config.pad_token_id
+    alone = [prefix_scoring.pooled_logits(model, g, pad, "cpu", split=True) for g in (groups, other)]
+    both_inside, first_inside, first_done = threading.Barrier(2, timeout=60), threading.Event(), threading.Event()
+    results: dict[int, torch.Tensor] = {}
+
+    def at_layer_0(*_args) -> None:
+        if prefix_attention._ACTIVE.get() is not None:  # in a split forward
+            first_inside.set()
+            both_inside.wait()
+
+    def at_layer_1(*_args) -> None:
+        if prefix_attention._ACTIVE.get() is not None and threading.current_thread().name == "second":
+            assert first_done.wait(60)
+
+    def score(n: int, g) -> None:
+        results[n] = prefix_scoring.pooled_logits(model, g, pad, "cpu", split=True)
+        if n == 0:
+            first_done.set()
+
+    hooks = [
+        model.base_model.layers[0].register_forward_pre_hook(at_layer_0),
+        model.base_model.layers[1].register_forward_pre_hook(at_layer_1),
+    ]
+    threads = [
+        threading.Thread(target=score, args=(n, g), name=("first", "second")[n]) for n, g in enumerate((groups, other))
+    ]
+    try:
+        threads[0].start()
+        assert first_inside.wait(60)  # the first thread switched the model before the second starts
+        threads[1].start()
+        for thread in threads:
+            thread.join(120)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert sorted(results) == [0, 1]
+    assert max((results[n] - alone[n]).abs().max().item() for n in (0, 1)) < 1e-6
     assert model.config._attn_implementation == "sdpa"
 
 
@@ -141,6 +189,7 @@ def test_a_model_the_split_pass_cannot_reach_keeps_the_plain_pass(sharp_rm):
     answers = ("Take the coastal line, it has the views you like.", "Fly.", "The night train, as before.")
     scores = scorer.score_answers([AnswerGroup(item, answers)])[0].scores
     assert scorer.shared_prefix and not scorer._split
+    assert scorer.split_note.startswith("split attention differed from full scores")
     full = ClassifierScorer(str(sharp_rm), spec, device="cpu", dtype="float32", shared_prefix=False)
     for layer in full.model.base_model.layers:
         layer.self_attn.__class__ = _DirectSdpaAttention

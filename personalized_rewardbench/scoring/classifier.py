@@ -135,6 +135,7 @@ class ClassifierScorer(Scorer):
         self._checked = False  # the model's shared-prefix check has run (see `_self_check`); model state, not run state
         # the suffix pass attends to each prefix once per group (`prefix_attention`) until the check says otherwise
         self._split = self.shared_prefix and split_supported(self.model, self.device)
+        self.split_note = ""  # why the check before scoring turned the split attention off
         self._padding_free: bool | None = None  # right padding needs no mask (`right_padding_is_free`); checked once
         self.prefix_cache: PrefixCache | None = None  # prompts kept across calls (`keep_prefixes`): off by default
 
@@ -160,9 +161,11 @@ class ClassifierScorer(Scorer):
         }
 
     def keep_prefixes(self, max_tokens: int) -> PrefixCache | None:
-        if self.shared_prefix and self.prefix_cache is None:
+        if not self.shared_prefix:
+            return None
+        if self.prefix_cache is None or self.prefix_cache.max_tokens != max_tokens:
             self.prefix_cache = PrefixCache(max_tokens)
-        return self.prefix_cache if self.shared_prefix else None
+        return self.prefix_cache
 
     # -- encoding ---------------------------------------------------------------------------------
     def encode_answer(self, item: EvalItem, answer: str) -> list[int]:
@@ -289,6 +292,8 @@ class ClassifierScorer(Scorer):
         }
         if shared:  # how the suffixes attend to their prompt: once per group (split) or a copy per suffix (plain)
             stats["shared_prefix_attention"] = "split" if self._split else "plain"
+            if self.split_note:
+                stats["shared_prefix_attention_note"] = self.split_note
         if reasons:
             stats["shared_prefix_note"] = "; ".join(reasons)
         notices = []
@@ -310,14 +315,19 @@ class ClassifierScorer(Scorer):
         full = self._scores(self._full_logits([p + s for p, ends in triples for s in ends], keep_mask=True))
         free = self._right_padding_free(group.inputs)
         pad = self.tokenizer.pad_token_id
+        ok = False
         if self._split:
             try:
                 shared = self._scores(pooled_logits(self.model, triples, pad, self.device, free, split=True))
-                self._split = agree(shared, full, self.dtype)[0]
-            except Exception:  # noqa: BLE001 - a model the split pass cannot run keeps the plain pass
-                self._split = False
-        shared = self._scores(pooled_logits(self.model, triples, pad, self.device, free, split=self._split))
-        ok, worst = agree(shared, full, self.dtype)
+                ok, worst = agree(shared, full, self.dtype)
+                if not ok:
+                    self.split_note = f"split attention differed from full scores by {worst:.2g}: plain pass"
+            except Exception as error:  # noqa: BLE001 - a model the split pass cannot run keeps the plain pass
+                self.split_note = f"split attention cannot run this model ({type(error).__name__}: {error}): plain pass"
+            self._split = ok
+        if not ok:
+            shared = self._scores(pooled_logits(self.model, triples, pad, self.device, free))
+            ok, worst = agree(shared, full, self.dtype)
         if not ok:
             self.shared_prefix, self.shared_prefix_note = False, check_failed_note(worst)
         return ok
@@ -358,10 +368,10 @@ class ClassifierScorer(Scorer):
     def _score_groups(self, groups: Sequence[EncodedGroup]) -> list[list[float]]:
         """Scores of each group's inputs: one shared-prefix pass when every group shares, else full scoring."""
         if all(group.layout.prefix for group in groups):
-            split = [(g.inputs[0][: g.layout.prefix], [ids[g.layout.prefix :] for ids in g.inputs]) for g in groups]
+            parts = [(g.inputs[0][: g.layout.prefix], [ids[g.layout.prefix :] for ids in g.inputs]) for g in groups]
             free = self._right_padding_free(ids for group in groups for ids in group.inputs)
             pad, cache = self.tokenizer.pad_token_id, self.prefix_cache
-            logits = pooled_logits(self.model, split, pad, self.device, free, self._split, cache)
+            logits = pooled_logits(self.model, parts, pad, self.device, free, self._split, cache)
             flat = self._scores(logits).tolist()
         else:
             flat = self.score_sequences([ids for group in groups for ids in group.inputs])

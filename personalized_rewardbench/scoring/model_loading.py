@@ -12,6 +12,7 @@ from transformers import AutoModelForCausalLM, AutoModelForSequenceClassificatio
 
 from personalized_rewardbench.errors import UserError
 from personalized_rewardbench.scoring.devices import select_attn_implementation, select_device, select_dtype
+from personalized_rewardbench.scoring.prefix_attention import reported_implementation
 from personalized_rewardbench.scoring.registry import ModelSpec
 
 #: Added when a tokenizer has no pad token, or its pad token is its EOS (that corrupts last-token pooling).
@@ -222,4 +223,4 @@ def load_causal_lm(model: str, spec: ModelSpec, revision: str | None, device: st
 
 
 def attention_implementation(model) -> str:
-    return getattr(model.config, "_attn_implementation", None) or "eager"
+    return reported_implementation(getattr(model.config, "_attn_implementation", None)) or "eager"

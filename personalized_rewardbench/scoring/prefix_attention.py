@@ -16,13 +16,16 @@ padding after it). Elsewhere, and for any model whose attention modules do not r
 plain pass runs; the classifier's check before its first shared batch compares the split pass with full scoring
 and keeps the plain pass when they differ.
 
-How it reaches the model: during one suffix forward (`split_forward`) the model's configs name the attention
-implementation `ATTENTION`, registered with transformers' attention and mask interfaces. Both delegate to
-`sdpa` unless this thread is inside a split forward, so another thread using the same model is unaffected.
+How it reaches the model: while any split forward runs on a model (`split_forward`, counted per model, so
+nested or concurrent ones keep it), the model's configs name the attention implementation `ATTENTION`,
+registered with transformers' attention and mask interfaces. Both delegate to `sdpa` unless the calling thread
+is inside a split forward, so another thread's ordinary forward on the same model is unaffected; the model's
+reported attention implementation stays `sdpa` (`reported_implementation`).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -59,21 +62,34 @@ def split_supported(model, device) -> bool:
     return not shared_prefix_support(model).sliding
 
 
+_switch_lock = threading.Lock()
+_switched: dict[int, tuple[int, list]] = {}  # id(model) -> (split forwards running on it, the configs switched)
+
+
 @contextmanager
 def split_forward(model, prefix: SplitPrefix) -> Iterator[None]:
     """Run the forward inside this block with the split attention (the suffix cache returns the suffix's own
-    keys/values only); the model's configs are restored afterwards."""
+    keys/values only); the model's configs go back to sdpa when the last split forward on it ends."""
     _register()
-    configs = {id(config): config for config in _configs(model)}.values()
+    with _switch_lock:
+        running, configs = _switched.get(id(model), (0, []))
+        if not running:
+            configs = list({id(config): config for config in _configs(model)}.values())
+            for config in configs:
+                config._attn_implementation_internal = ATTENTION
+        _switched[id(model)] = (running + 1, configs)
     token = _ACTIVE.set(prefix)
-    for config in configs:
-        config._attn_implementation_internal = ATTENTION
     try:
         yield
     finally:
-        for config in configs:
-            config._attn_implementation_internal = "sdpa"
         _ACTIVE.reset(token)
+        with _switch_lock:
+            running, configs = _switched.pop(id(model))
+            if running > 1:
+                _switched[id(model)] = (running - 1, configs)
+            else:
+                for config in configs:
+                    config._attn_implementation_internal = "sdpa"
 
 
 def _configs(model) -> Iterator:
@@ -82,6 +98,11 @@ def _configs(model) -> Iterator:
         config = getattr(module, "config", None)
         if getattr(config, "_attn_implementation_internal", None) == "sdpa":
             yield config
+
+
+def reported_implementation(name: str | None) -> str | None:
+    """The attention implementation to report for a config's `name`: the split attention is sdpa's."""
+    return "sdpa" if name == ATTENTION else name
 
 
 _registered = False
@@ -117,6 +138,10 @@ def _attention(module, query, key, value, attention_mask, dropout: float = 0.0, 
 
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
     unsupported = sorted(name for name in _UNSUPPORTED if kwargs.get(name) is not None)
+    if attention_mask is not None:  # `_mask` gives none here: the model built its own, which this pass cannot apply
+        unsupported.append("the model's own attention mask")
+    if kwargs.get("is_causal") is False:
+        unsupported.append("bidirectional attention")
     if unsupported or dropout:
         raise ValueError(f"the split suffix pass cannot apply {', '.join(unsupported) or 'dropout'}")
     out = split_attention(query, key, value, prefix, module.layer_idx, scaling)

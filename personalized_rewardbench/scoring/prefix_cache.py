@@ -11,10 +11,10 @@ calls hold whole groups, do not need it.
 >>> import torch
 >>> cache = PrefixCache(max_tokens=5)
 >>> states = lambda n: [(torch.zeros(1, 1, n, 2), torch.zeros(1, 1, n, 2))]
->>> cache.put([1, 2, 3], states(3)); cache.put([4, 5], states(2))
->>> cache.get([1, 2, 3]) is not None, cache.tokens
+>>> kept = cache.put([1, 2, 3], states(3)), cache.put([4, 5], states(2))
+>>> cache.get([1, 2, 3]) is kept[0], cache.tokens
 (True, 5)
->>> cache.put([6, 7], states(2))  # over 5 tokens: the least recently used prefix ([4, 5]) goes
+>>> _ = cache.put([6, 7], states(2))  # over 5 tokens: the least recently used prefix ([4, 5]) goes
 >>> cache.get([4, 5]) is None, cache.tokens, cache.figures()["hits"]
 (True, 5, 1)
 """
@@ -52,17 +52,20 @@ class PrefixCache:
         self._entries.move_to_end(key)
         return states
 
-    def put(self, prefix: Sequence[int], states: LayerStates) -> None:
-        """Keep `states` (own copies: a slice of a batch would keep the whole batch alive); a prefix longer than
-        the whole cache is not kept."""
+    def put(self, prefix: Sequence[int], states: LayerStates) -> LayerStates | None:
+        """Keep own copies of `states` (a slice of a batch would keep the whole batch alive) and return them; None
+        for a prefix longer than the whole cache, which is not kept."""
         key = tuple(prefix)
-        if len(key) > self.max_tokens or key in self._entries:
-            return
-        self._entries[key] = [(keys.clone(), values.clone()) for keys, values in states]
+        if key in self._entries:
+            return self._entries[key]
+        if len(key) > self.max_tokens:
+            return None
+        kept = self._entries[key] = [(keys.clone(), values.clone()) for keys, values in states]
         self.tokens += len(key)
         while self.tokens > self.max_tokens:
             evicted, _states = self._entries.popitem(last=False)
             self.tokens -= len(evicted)
+        return kept
 
     def clear(self) -> None:
         self._entries.clear()

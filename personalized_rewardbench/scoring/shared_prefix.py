@@ -237,7 +237,7 @@ def pad_rows(rows: Sequence[Sequence[int]], pad: int, side: str) -> tuple[torch.
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for row, tokens in enumerate(rows):
         if tokens:
-            columns = slice(width - len(tokens), width) if side == "left" else slice(0, len(tokens))
+            columns = _real_columns(len(tokens), width, side)
             ids[row, columns] = torch.tensor(tokens, dtype=torch.long)
             mask[row, columns] = 1
     return ids, mask
@@ -329,9 +329,9 @@ def prefix_pass(
     if cache is None and not split:  # the batch's padded states serve the suffix pass as they are
         layers, prefix_mask = _run_prefixes(model, prefixes, pad, device, prefix_side, right_padding_free)
     else:
-        states = _prefix_states(model, prefixes, pad, device, prefix_side, right_padding_free, cache)
+        states, batch = _prefix_states(model, prefixes, pad, device, prefix_side, right_padding_free, cache)
         if not split:
-            layers, prefix_mask = _stacked(states, prefix_side)
+            layers, prefix_mask = batch if batch is not None else _stacked(states, prefix_side)
     suffix_ids, suffix_mask = pad_rows(suffixes, pad, suffix_side)
     starts = torch.tensor([len(prefix) for prefix in prefixes], dtype=torch.long).repeat_interleave(counts)
     if split:  # the split attention reads each prefix's real columns: no mask at all
@@ -355,9 +355,7 @@ def prefix_pass(
     return SuffixPass(kwargs, lengths, suffix_side, suffix_ids.shape[1], split_prefix)
 
 
-def _run_prefixes(
-    model, prefixes: Sequence[Sequence[int]], pad: int, device, side: str, right_padding_free: bool
-) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
+def _run_prefixes(model, prefixes: Sequence[Sequence[int]], pad: int, device, side: str, right_padding_free: bool):
     """One base-model pass over the padded `prefixes`: per layer its (keys, values), and the prefix mask."""
     from transformers.cache_utils import DynamicCache
 
@@ -374,53 +372,68 @@ def _run_prefixes(
     return [(layer.keys, layer.values) for layer in cache.layers], prefix_mask
 
 
+def _prefix_states(model, prefixes, pad: int, device, side: str, right_padding_free: bool, cache: PrefixCache | None):
+    """(each prefix's per-layer (keys, values) over its real columns, the padded batch or None).
+
+    Prefixes `cache` holds are not run; the others run once each (a prefix twice in `prefixes` runs once) and
+    are kept in it. When every prefix ran, each once, the padded batch itself is returned too: a plain suffix pass
+    uses it as it is."""
+    states: list[LayerStates | None] = [None if cache is None else cache.get(prefix) for prefix in prefixes]
+    fresh: dict[tuple[int, ...], list[int]] = {}
+    for n, found in enumerate(states):
+        if found is None:
+            fresh.setdefault(tuple(prefixes[n]), []).append(n)
+    if not fresh:
+        return states, None  # type: ignore[return-value]
+    layers, mask = _run_prefixes(model, list(fresh), pad, device, side, right_padding_free)
+    for row, (prefix, where) in enumerate(fresh.items()):
+        columns = _real_columns(len(prefix), mask.shape[1], side)
+        own = [(keys[row : row + 1, :, columns], values[row : row + 1, :, columns]) for keys, values in layers]
+        kept = cache.put(prefix, own) if cache is not None else None
+        for n in where:
+            states[n] = kept or own
+    every_one_once = len(fresh) == len(prefixes)
+    return states, (layers, mask) if every_one_once else None  # type: ignore[return-value]
+
+
 def _real_columns(length: int, width: int, side: str) -> slice:
+    """The columns a row of `length` real tokens takes in a batch `width` wide, padded on `side`."""
     return slice(width - length, width) if side == "left" else slice(0, length)
 
 
-def _prefix_states(
-    model, prefixes, pad: int, device, side: str, right_padding_free: bool, cache: PrefixCache | None
-) -> list[LayerStates]:
-    """Each prefix's per-layer (keys, values) over its real columns: from `cache`, or from one pass over the
-    prefixes it does not hold (then kept in it)."""
-    states: list[LayerStates | None] = [None if cache is None else cache.get(prefix) for prefix in prefixes]
-    fresh = [n for n, found in enumerate(states) if found is None]
-    if fresh:
-        layers, mask = _run_prefixes(model, [prefixes[n] for n in fresh], pad, device, side, right_padding_free)
-        for row, n in enumerate(fresh):
-            columns = _real_columns(len(prefixes[n]), mask.shape[1], side)
-            states[n] = [(k[row : row + 1, :, columns], v[row : row + 1, :, columns]) for k, v in layers]
-            if cache is not None:
-                cache.put(prefixes[n], states[n])
-    return states  # type: ignore[return-value]
-
-
-def _stacked(states: Sequence[LayerStates], side: str) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
-    """Per-prefix states padded (with zeros, masked) into one batch per layer, and its prefix mask."""
+def _stacked(states: Sequence[LayerStates], side: str):
+    """Per-prefix states padded (with zeros, masked) into one batch: per layer a function that builds it when the
+    suffix pass reaches that layer (one layer's copy at a time), and the prefix mask."""
     lengths = [group[0][0].shape[-2] for group in states]
     width = max(lengths)
     prefix_mask = torch.zeros((len(states), width), dtype=torch.long)
-    layers = []
-    for layer in range(len(states[0])):
+    for row, length in enumerate(lengths):
+        prefix_mask[row, _real_columns(length, width, side)] = 1
+
+    def build(layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         keys, values = states[0][layer]
         shape = (len(states), keys.shape[1], width, keys.shape[-1])
         stacked_keys, stacked_values = keys.new_zeros(shape), values.new_zeros(shape)
         for row, group in enumerate(states):
             columns = _real_columns(lengths[row], width, side)
             stacked_keys[row, :, columns], stacked_values[row, :, columns] = group[layer][0][0], group[layer][1][0]
-            prefix_mask[row, columns] = 1
-        layers.append((stacked_keys, stacked_values))
-    return layers, prefix_mask
+        return stacked_keys, stacked_values
+
+    return [lambda layer=layer: build(layer) for layer in range(len(states[0]))], prefix_mask
 
 
-def _suffix_cache(layers: Sequence[tuple[torch.Tensor, torch.Tensor] | None], width: int, counts: torch.Tensor):
+def _suffix_cache(layers: Sequence, width: int, counts: torch.Tensor):
     """A cache for the suffix pass: each layer hands out its prefix keys/values once -- every prefix row repeated
-    once per suffix of its group, followed by the suffixes' own -- and then lets them go. A layer without prefix
-    states (None: the split pass, which reads them from its `SplitPrefix`) hands out the suffixes' own only."""
+    once per suffix of its group, followed by the suffixes' own -- and then lets them go. A layer's prefix states
+    are (keys, values), a function that builds them when the layer runs, or None: the split pass, which reads them
+    from its `SplitPrefix`, so the layer hands out the suffixes' own only.
+
+    Only what a forward with position ids given reads is kept: `get_seq_length` is the padded prefix width (for
+    every row) and the layers hold no keys/values of their own; the cache is not for generation or cropping."""
     from transformers.cache_utils import DynamicCache, DynamicLayer
 
     class PrefixOnceLayer(DynamicLayer):
-        def __init__(self, states: tuple[torch.Tensor, torch.Tensor] | None):
+        def __init__(self, states):
             super().__init__()
             self.states, self.is_sliding, self.length, self.is_initialized = states, False, width, True
 
@@ -428,7 +441,8 @@ def _suffix_cache(layers: Sequence[tuple[torch.Tensor, torch.Tensor] | None], wi
             states, self.states = self.states, None
             if states is None:
                 return key_states, value_states
-            return _repeat_then(states[0], key_states, counts), _repeat_then(states[1], value_states, counts)
+            keys, values = states() if callable(states) else states
+            return _repeat_then(keys, key_states, counts), _repeat_then(values, value_states, counts)
 
         def get_seq_length(self) -> int:
             return self.length

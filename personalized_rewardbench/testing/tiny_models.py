@@ -96,3 +96,27 @@ def build_tiny_encoder_reward_model(
     BertForSequenceClassification(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def build_tiny_mistral(folder: Path, window: int, causal_lm: bool = False, seed: int = 0) -> Path:
+    """Save a random tiny Mistral with a `window`-token sliding window (a reward model, or a causal LM)."""
+    from transformers import MistralConfig, MistralForCausalLM, MistralForSequenceClassification
+
+    torch.manual_seed(seed)
+    tokenizer = make_tokenizer()
+    config = MistralConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        sliding_window=window,
+        max_position_embeddings=2048,
+        pad_token_id=tokenizer.pad_token_id,
+        initializer_range=0.3,
+        num_labels=1,
+    )
+    (MistralForCausalLM if causal_lm else MistralForSequenceClassification)(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
