@@ -14,6 +14,7 @@ full queue 503 (with Retry-After), an internal failure 500 -- there is no defaul
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -76,6 +77,7 @@ class RewardService:
         self.scorer, self.settings, self.limits = scorer, settings, limits
         self.ranker = ProfileRanker(settings.retriever, settings.cache_dir, data_revision)
         self.tokenizer = getattr(scorer, "tokenizer", None)
+        self._prompt_tokens = functools.lru_cache(maxsize=4096)(self._count_prompt)  # a prompt's `cost`, kept
         # a GRPO group's completions often arrive in two consecutive calls: the second reuses the prompt's states
         self.prefix_cache = scorer.keep_prefixes(limits.prefix_cache_tokens) if limits.prefix_cache_tokens else None
         self.batcher: MicroBatcher[RewardEntry, EntryScore] = MicroBatcher(
@@ -132,14 +134,19 @@ class RewardService:
     def cost(self, entries: list[RewardEntry]) -> tuple[int, dict[tuple, int]]:
         """(answer tokens, {prompt: prompt tokens}) of a request: a batch counts each distinct prompt once.
 
-        A text-only estimate (no chat scaffolding); without a tokenizer, 4 characters a token."""
+        A text-only estimate (no chat scaffolding); without a tokenizer, 4 characters a token. A prompt's count is
+        remembered (an RL group sends its prompt once per completion)."""
         prompts = list({(e.item.question, e.item.posts) for e in entries})
-        texts = [q + "".join(p.text for p in posts) for q, posts in prompts] + [e.answer for e in entries]
+        answers = self._lengths([e.answer for e in entries])
+        return sum(answers), {prompt: self._prompt_tokens(*prompt) for prompt in prompts}
+
+    def _lengths(self, texts: list[str]) -> list[int]:
         if self.tokenizer is None:
-            lengths = [len(text) // 4 + 1 for text in texts]
-        else:
-            lengths = [len(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
-        return sum(lengths[len(prompts) :]), dict(zip(prompts, lengths[: len(prompts)]))
+            return [len(text) // 4 + 1 for text in texts]
+        return [len(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
+
+    def _count_prompt(self, question: str, posts: tuple) -> int:
+        return self._lengths([question + "".join(post.text for post in posts)])[0]
 
 
 def _check_item(n: int, item: Any) -> None:
