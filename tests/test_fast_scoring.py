@@ -12,7 +12,6 @@ from transformers import (
     AutoTokenizer,
     BertConfig,
     BertForSequenceClassification,
-    LlamaForSequenceClassification,
     MistralForCausalLM,
     MistralForSequenceClassification,
 )
@@ -28,7 +27,6 @@ from personalized_rewardbench.scoring.shared_prefix import shared_prefix_cost
 from personalized_rewardbench.testing.tiny_models import (
     build_tiny_mistral,
     build_tiny_reward_model,
-    llama_config,
     make_tokenizer,
 )
 
@@ -44,12 +42,7 @@ def tiny_rm(tmp_path_factory) -> Path:
 def sharp_rm(tmp_path_factory) -> Path:
     """The tiny model with larger random weights: its scores depend strongly on every position, so a wrong
     position id, mask or pooled token moves them far beyond the tolerance."""
-    torch.manual_seed(1)
-    folder = tmp_path_factory.mktemp("models") / "sharp-rm"
-    tokenizer = make_tokenizer()
-    LlamaForSequenceClassification(llama_config(tokenizer, num_labels=1, initializer_range=0.3)).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return build_tiny_reward_model(tmp_path_factory.mktemp("models") / "sharp-rm", seed=1, initializer_range=0.3)
 
 
 @pytest.fixture

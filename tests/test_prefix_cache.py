@@ -15,19 +15,17 @@ from personalized_rewardbench.scoring.classifier import ClassifierScorer
 from personalized_rewardbench.scoring.prefix_cache import PrefixCache
 from personalized_rewardbench.scoring.registry import ModelSpec
 from personalized_rewardbench.scoring.shared_prefix import pooled_logits
-from personalized_rewardbench.testing.tiny_models import build_tiny_mistral, llama_config, make_tokenizer
+from personalized_rewardbench.testing.tiny_models import (
+    build_tiny_mistral,
+    build_tiny_reward_model,
+)
 
 TOLERANCE = 1e-4
 
 
 @pytest.fixture(scope="module")
 def sharp_rm(tmp_path_factory) -> Path:
-    torch.manual_seed(4)
-    folder = tmp_path_factory.mktemp("models") / "sharp-rm"
-    tokenizer = make_tokenizer()
-    LlamaForSequenceClassification(llama_config(tokenizer, num_labels=1, initializer_range=0.3)).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return build_tiny_reward_model(tmp_path_factory.mktemp("models") / "sharp-rm", seed=4, initializer_range=0.3)
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from personalized_rewardbench.scoring.base import AnswerGroup
 from personalized_rewardbench.scoring.classifier import ClassifierScorer
 from personalized_rewardbench.scoring.model_loading import attention_implementation
 from personalized_rewardbench.scoring.registry import ModelSpec
-from personalized_rewardbench.testing.tiny_models import llama_config, make_tokenizer
+from personalized_rewardbench.testing.tiny_models import build_tiny_reward_model
 
 TOLERANCE = 1e-4
 
@@ -27,13 +27,8 @@ TOLERANCE = 1e-4
 @pytest.fixture(scope="module")
 def sharp_rm(tmp_path_factory) -> Path:
     """A tiny grouped-query Llama RM (4 heads, 2 KV heads) with large weights: every position moves its scores."""
-    torch.manual_seed(3)
     folder = tmp_path_factory.mktemp("models") / "sharp-gqa-rm"
-    tokenizer = make_tokenizer()
-    config = llama_config(tokenizer, num_labels=1, initializer_range=0.3, num_hidden_layers=3)
-    LlamaForSequenceClassification(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return build_tiny_reward_model(folder, seed=3, initializer_range=0.3, num_hidden_layers=3)
 
 
 def _groups(seed: int = 5):

@@ -42,6 +42,7 @@ from personalized_rewardbench.scoring.model_loading import (
     load_tokenizer,
     model_revision,
 )
+from personalized_rewardbench.scoring.padding import needed_mask, pad_rows
 from personalized_rewardbench.scoring.prefix_attention import split_supported
 from personalized_rewardbench.scoring.prefix_cache import PrefixCache
 from personalized_rewardbench.scoring.prompts import reward_chat, user_message
@@ -53,8 +54,6 @@ from personalized_rewardbench.scoring.shared_prefix import (
     agree,
     check_failed_note,
     group_layout,
-    needed_mask,
-    pad_rows,
     pooled_logits,
     right_padding_is_free,
     shared_prefix_batches,

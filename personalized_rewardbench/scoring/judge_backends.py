@@ -42,14 +42,13 @@ from personalized_rewardbench.scoring.model_loading import (
     load_tokenizer,
     model_revision,
 )
+from personalized_rewardbench.scoring.padding import pad_rows, positions
 from personalized_rewardbench.scoring.registry import ModelSpec
 from personalized_rewardbench.scoring.shared_prefix import (
     DISABLED,
     agree,
     check_failed_note,
     last_logits,
-    pad_rows,
-    positions,
     shared_prefix_length,
     shared_prefix_support,
 )

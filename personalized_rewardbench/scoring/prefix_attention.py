@@ -1,6 +1,6 @@
 """Suffix attention over a shared prefix without repeating the prefix (the "split" suffix pass).
 
-The plain suffix pass (`shared_prefix._suffix_cache`) hands every layer a copy of its group's prefix keys/values
+The plain suffix pass (`prefix_states.suffix_cache`) hands every layer a copy of its group's prefix keys/values
 for each suffix row and lets attention apply a [rows, 1, suffix, prefix + suffix] mask. With N suffixes per
 prefix that copies the prefix N times per layer (twice more for grouped-query heads) and keeps SDPA on its
 masked path. The split pass computes the same attention in two parts and merges them exactly:

@@ -24,7 +24,8 @@ every row's real tokens are contiguous columns, and the window counts exactly th
 has (a judge then reads its logits at per-row positions, transformers' 2D `logits_to_keep`).
 
 Prefix cache (`cache`, a `PrefixCache`): prefixes run in an earlier batch are not run again; their states are
-padded into the batch (plain pass) or read as they are (split pass).
+padded into the batch (plain pass) or read as they are (split pass). The states' plumbing is `prefix_states`,
+row padding and position ids are `padding`.
 
 Masks (`needed_mask`). A causal decoder never looks ahead, so right padding changes nothing a real token sees:
 on a classifier that passes `right_padding_is_free` (the decoder-only check above, then once on a real input:
@@ -59,8 +60,10 @@ from typing import Any
 
 import torch
 
+from personalized_rewardbench.scoring.padding import needed_mask, pad_rows, positions
 from personalized_rewardbench.scoring.prefix_attention import SplitPrefix, split_forward
-from personalized_rewardbench.scoring.prefix_cache import LayerStates, PrefixCache
+from personalized_rewardbench.scoring.prefix_cache import PrefixCache
+from personalized_rewardbench.scoring.prefix_states import prefix_states, run_prefixes, stacked, suffix_cache
 
 #: Prefix lengths within this many tokens count as equal when batches are formed (see `shared_prefix_batches`).
 _PREFIX_STEP = 16
@@ -230,31 +233,6 @@ def padding_sides(model, reader: str) -> tuple[str, str]:
     return ("right", "right") if reader == "pooled" else ("left", "left")
 
 
-def pad_rows(rows: Sequence[Sequence[int]], pad: int, side: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """(ids, attention mask) of `rows` padded to the longest on `side`."""
-    width = max(map(len, rows))
-    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for row, tokens in enumerate(rows):
-        if tokens:
-            columns = _real_columns(len(tokens), width, side)
-            ids[row, columns] = torch.tensor(tokens, dtype=torch.long)
-            mask[row, columns] = 1
-    return ids, mask
-
-
-def needed_mask(mask: torch.Tensor, right_padding_free: bool) -> torch.Tensor | None:
-    """`mask` if the forward needs it: None without padding, or for right padding on a checked causal model.
-
-    >>> needed_mask(torch.ones((2, 3), dtype=torch.long), False) is None
-    True
-    >>> padded = torch.tensor([[1, 1, 1], [1, 1, 0]])
-    >>> needed_mask(padded, True) is None, needed_mask(padded, False) is padded
-    (True, True)
-    """
-    return None if right_padding_free or bool(mask.all()) else mask
-
-
 @torch.inference_mode()
 def right_padding_is_free(model, sample: Sequence[int], pad_token_id: int, device, dtype: torch.dtype) -> bool | None:
     """Whether the sequence classifier `model` may score right-padded rows without their mask; None when
@@ -280,18 +258,6 @@ def right_padding_is_free(model, sample: Sequence[int], pad_token_id: int, devic
     # relative to the logits themselves, however small: padding that a model sees must not hide in the tolerance
     tolerance = CHECK_TOLERANCE.get(dtype, CHECK_TOLERANCE_HALF)
     return bool((unmasked - alone).abs().max() <= tolerance * alone.abs().max())
-
-
-def positions(mask: torch.Tensor, side: str, start: torch.Tensor | None = None) -> torch.Tensor:
-    """Position ids from `start` per row (default 0): counting real tokens for left padding (padding gets 1, as
-    in generate()), plain column numbers for right padding (real tokens come first)."""
-    if side == "left":
-        ids = mask.cumsum(-1) - 1
-        if start is not None:
-            ids = ids + start[:, None]
-        return ids.masked_fill(mask == 0, 1)
-    ids = torch.arange(mask.shape[1]).expand_as(mask)
-    return ids if start is None else start[:, None] + ids
 
 
 @dataclass(frozen=True)
@@ -327,139 +293,32 @@ def prefix_pass(
     counts = torch.tensor([len(group) for _, group in groups], dtype=torch.long)
     split = split and suffix_side == "right"
     if cache is None and not split:  # the batch's padded states serve the suffix pass as they are
-        layers, prefix_mask = _run_prefixes(model, prefixes, pad, device, prefix_side, right_padding_free)
+        layers, prefix_mask = run_prefixes(model, prefixes, pad, device, prefix_side, right_padding_free)
     else:
-        states, batch = _prefix_states(model, prefixes, pad, device, prefix_side, right_padding_free, cache)
+        states, batch = prefix_states(model, prefixes, pad, device, prefix_side, right_padding_free, cache)
         if not split:
-            layers, prefix_mask = batch if batch is not None else _stacked(states, prefix_side)
+            layers, prefix_mask = batch if batch is not None else stacked(states, prefix_side)
     suffix_ids, suffix_mask = pad_rows(suffixes, pad, suffix_side)
     starts = torch.tensor([len(prefix) for prefix in prefixes], dtype=torch.long).repeat_interleave(counts)
     if split:  # the split attention reads each prefix's real columns: no mask at all
         split_prefix, mask = SplitPrefix(states, counts.tolist()), None
-        suffix_cache = _suffix_cache([None] * len(states[0]), max(map(len, prefixes)), counts)
+        past = suffix_cache([None] * len(states[0]), max(map(len, prefixes)), counts)
     else:
         split_prefix = None
         full_mask = torch.cat([prefix_mask.repeat_interleave(counts, dim=0), suffix_mask], dim=1)
         # padding after a prefix sits between it and its suffix: only unpadded prefixes let right padding go unmasked
         free = right_padding_free and suffix_side == "right" and bool(prefix_mask.all())
         mask = needed_mask(full_mask, free)
-        suffix_cache = _suffix_cache(layers, prefix_mask.shape[1], counts)
+        past = suffix_cache(layers, prefix_mask.shape[1], counts)
     kwargs = {
         "input_ids": suffix_ids.to(device),
         "attention_mask": None if mask is None else mask.to(device),
         "position_ids": positions(suffix_mask, suffix_side, starts).to(device),
-        "past_key_values": suffix_cache,
+        "past_key_values": past,
         "use_cache": True,
     }
     lengths = [len(suffix) for suffix in suffixes]
     return SuffixPass(kwargs, lengths, suffix_side, suffix_ids.shape[1], split_prefix)
-
-
-def _run_prefixes(model, prefixes: Sequence[Sequence[int]], pad: int, device, side: str, right_padding_free: bool):
-    """One base-model pass over the padded `prefixes`: per layer its (keys, values), and the prefix mask."""
-    from transformers.cache_utils import DynamicCache
-
-    ids, prefix_mask = pad_rows(prefixes, pad, side)
-    cache = DynamicCache()  # full layers: sliding ones keep every prefix column; the mask applies the window
-    mask = needed_mask(prefix_mask, right_padding_free and side == "right")
-    model.base_model(
-        input_ids=ids.to(device),
-        attention_mask=None if mask is None else mask.to(device),
-        position_ids=positions(prefix_mask, side).to(device),
-        past_key_values=cache,
-        use_cache=True,
-    )
-    return [(layer.keys, layer.values) for layer in cache.layers], prefix_mask
-
-
-def _prefix_states(model, prefixes, pad: int, device, side: str, right_padding_free: bool, cache: PrefixCache | None):
-    """(each prefix's per-layer (keys, values) over its real columns, the padded batch or None).
-
-    Prefixes `cache` holds are not run; the others run once each (a prefix twice in `prefixes` runs once) and
-    are kept in it. When every prefix ran, each once, the padded batch itself is returned too: a plain suffix pass
-    uses it as it is."""
-    states: list[LayerStates | None] = [None if cache is None else cache.get(prefix) for prefix in prefixes]
-    fresh: dict[tuple[int, ...], list[int]] = {}
-    for n, found in enumerate(states):
-        if found is None:
-            fresh.setdefault(tuple(prefixes[n]), []).append(n)
-    if not fresh:
-        return states, None  # type: ignore[return-value]
-    layers, mask = _run_prefixes(model, list(fresh), pad, device, side, right_padding_free)
-    for row, (prefix, where) in enumerate(fresh.items()):
-        columns = _real_columns(len(prefix), mask.shape[1], side)
-        own = [(keys[row : row + 1, :, columns], values[row : row + 1, :, columns]) for keys, values in layers]
-        kept = cache.put(prefix, own) if cache is not None else None
-        for n in where:
-            states[n] = kept or own
-    every_one_once = len(fresh) == len(prefixes)
-    return states, (layers, mask) if every_one_once else None  # type: ignore[return-value]
-
-
-def _real_columns(length: int, width: int, side: str) -> slice:
-    """The columns a row of `length` real tokens takes in a batch `width` wide, padded on `side`."""
-    return slice(width - length, width) if side == "left" else slice(0, length)
-
-
-def _stacked(states: Sequence[LayerStates], side: str):
-    """Per-prefix states padded (with zeros, masked) into one batch: per layer a function that builds it when the
-    suffix pass reaches that layer (one layer's copy at a time), and the prefix mask."""
-    lengths = [group[0][0].shape[-2] for group in states]
-    width = max(lengths)
-    prefix_mask = torch.zeros((len(states), width), dtype=torch.long)
-    for row, length in enumerate(lengths):
-        prefix_mask[row, _real_columns(length, width, side)] = 1
-
-    def build(layer: int) -> tuple[torch.Tensor, torch.Tensor]:
-        keys, values = states[0][layer]
-        shape = (len(states), keys.shape[1], width, keys.shape[-1])
-        stacked_keys, stacked_values = keys.new_zeros(shape), values.new_zeros(shape)
-        for row, group in enumerate(states):
-            columns = _real_columns(lengths[row], width, side)
-            stacked_keys[row, :, columns], stacked_values[row, :, columns] = group[layer][0][0], group[layer][1][0]
-        return stacked_keys, stacked_values
-
-    return [lambda layer=layer: build(layer) for layer in range(len(states[0]))], prefix_mask
-
-
-def _suffix_cache(layers: Sequence, width: int, counts: torch.Tensor):
-    """A cache for the suffix pass: each layer hands out its prefix keys/values once -- every prefix row repeated
-    once per suffix of its group, followed by the suffixes' own -- and then lets them go. A layer's prefix states
-    are (keys, values), a function that builds them when the layer runs, or None: the split pass, which reads them
-    from its `SplitPrefix`, so the layer hands out the suffixes' own only.
-
-    Only what a forward with position ids given reads is kept: `get_seq_length` is the padded prefix width (for
-    every row) and the layers hold no keys/values of their own; the cache is not for generation or cropping."""
-    from transformers.cache_utils import DynamicCache, DynamicLayer
-
-    class PrefixOnceLayer(DynamicLayer):
-        def __init__(self, states):
-            super().__init__()
-            self.states, self.is_sliding, self.length, self.is_initialized = states, False, width, True
-
-        def update(self, key_states, value_states, *args, **kwargs):
-            states, self.states = self.states, None
-            if states is None:
-                return key_states, value_states
-            keys, values = states() if callable(states) else states
-            return _repeat_then(keys, key_states, counts), _repeat_then(values, value_states, counts)
-
-        def get_seq_length(self) -> int:
-            return self.length
-
-    cache = DynamicCache()
-    cache.layers = [PrefixOnceLayer(states) for states in layers]
-    return cache
-
-
-def _repeat_then(prefix: torch.Tensor, suffix: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
-    """[groups, heads, P, dim] + [rows, heads, S, dim] -> [rows, heads, P + S, dim], each group's prefix repeated
-    `counts[group]` times (rows = counts.sum())."""
-    length = prefix.shape[-2]
-    out = prefix.new_empty((suffix.shape[0], prefix.shape[1], length + suffix.shape[-2], prefix.shape[-1]))
-    out[:, :, :length] = prefix.repeat_interleave(counts.to(prefix.device), dim=0)
-    out[:, :, length:] = suffix
-    return out
 
 
 @torch.inference_mode()

@@ -52,11 +52,12 @@ def llama_config(tokenizer: PreTrainedTokenizerFast, **overrides) -> LlamaConfig
     return LlamaConfig(**settings)
 
 
-def build_tiny_reward_model(folder: Path, num_labels: int = 1, seed: int = 0) -> Path:
-    """Save a random tiny Llama sequence-classification reward model (and tokenizer) to `folder`."""
+def build_tiny_reward_model(folder: Path, num_labels: int = 1, seed: int = 0, **config) -> Path:
+    """Save a random tiny Llama sequence-classification reward model (and tokenizer) to `folder`; `config`
+    overrides `llama_config` (e.g. a large `initializer_range` for a model whose scores move with every token)."""
     torch.manual_seed(seed)
     tokenizer = make_tokenizer()
-    model = LlamaForSequenceClassification(llama_config(tokenizer, num_labels=num_labels))
+    model = LlamaForSequenceClassification(llama_config(tokenizer, num_labels=num_labels, **config))
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
