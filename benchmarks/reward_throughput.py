@@ -21,21 +21,26 @@ Completions are synthetic texts of 270-330 tokens. Both parts score the same mod
     (micro-batching alone) and one request at a time with the cache (what the cache alone gives). The cache
     starts empty for every pass.
 
-Each path runs once after a warm-up; its time includes tokenization, fitting and HTTP. Scores are compared
-between the paths (max |difference|). Run at reduced size with `--prompts 4 --completions 4` or
-`--layers 2 --hidden 256` when time is short (and say so).
+Every path is warmed up once, then runs `--repeats` times in alternating order (forwards, then backwards;
+`alternating.py`, as in `scoring_throughput.py`), so that the machine's drift falls on every path alike. Each
+ratio is given three ways: by each path's best (fastest) repeat, the headline; by the median repeats; and by
+process CPU time (server and client threads included). A pass's time includes tokenization, fitting and HTTP.
+Scores are compared between all passes (max |difference|). Run at reduced size with `--prompts 4
+--completions 4` or `--layers 2 --hidden 256` when time is short (and say so).
 
-    .venv/bin/python benchmarks/reward_throughput.py      # about 5-10 minutes on 2 CPU cores
+    .venv/bin/python benchmarks/reward_throughput.py      # about 10 minutes on 2 CPU cores (2 repeats)
 
-The last line is one JSON object: `grpo_shared_vs_full` (a) and `server_concurrent_vs_sequential` (b)
-speed ratios, plus the sizes and seconds behind them.
+The last line is one JSON object: `grpo_shared_vs_full` (a) and `server_concurrent_vs_sequential` (b), the
+best-repeat speed ratios, plus the median and CPU-time ratios, the sizes and every repeat's seconds.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
+import statistics
 import sys
 import tempfile
 import threading
@@ -74,28 +79,68 @@ def _scorer(model_dir: Path, shared_prefix: bool):
     return settings, build_scorer(settings)
 
 
-def _timed(function):
-    started = time.perf_counter()
-    result = function()
-    return result, time.perf_counter() - started
+def _timed(function) -> dict:
+    """{"seconds", "cpu_seconds" (this process, server threads included), "scores": function()}."""
+    started, cpu_started = time.perf_counter(), time.process_time()
+    scores = function()
+    return {
+        "seconds": time.perf_counter() - started,
+        "cpu_seconds": time.process_time() - cpu_started,
+        "scores": scores,
+    }
 
 
-def grpo_batch(model_dir: Path, entries) -> dict:
+def _ratios(runs: dict[str, list[dict]], slow: str, fast: str) -> dict:
+    """slow / fast by each path's best repeat (wall and CPU seconds) and by the median repeats."""
+    from alternating import fastest
+
+    wall, cpu = fastest(runs), fastest(runs, "cpu_seconds")
+    median = {path: statistics.median(r["seconds"] for r in runs[path]) for path in (slow, fast)}
+    return {
+        "best": round(wall[slow]["seconds"] / wall[fast]["seconds"], 3),
+        "median": round(median[slow] / median[fast], 3),
+        "cpu": round(cpu[slow]["cpu_seconds"] / cpu[fast]["cpu_seconds"], 3),
+    }
+
+
+def _seconds(runs: dict[str, list[dict]]) -> dict[str, list[float]]:
+    return {path: [round(r["seconds"], 2) for r in results] for path, results in runs.items()}
+
+
+def _max_diff(runs: dict[str, list[dict]], reference: str) -> float:
+    return max(
+        abs(a - b)
+        for results in runs.values()
+        for result in results
+        for a, b in zip(result["scores"], runs[reference][0]["scores"])
+    )
+
+
+def _show(part: str, count: int):
+    def show(path: str, result: dict) -> None:
+        extra = f", {result['calls']} scoring calls" if "calls" in result else ""
+        print(f"({part}) {path:<26} {count} completions in {result['seconds']:5.1f} s{extra}", flush=True)
+
+    return show
+
+
+def grpo_batch(model_dir: Path, entries, repeats: int) -> dict:
+    from alternating import alternate
+
     from personalized_rewardbench.rewards.entries import score_entries
 
-    results = {}
-    for name, shared in (("full", False), ("shared", True)):
-        _settings, scorer = _scorer(model_dir, shared)
+    scorers = {"full": _scorer(model_dir, False)[1], "shared": _scorer(model_dir, True)[1]}
+    for scorer in scorers.values():
         score_entries(scorer, entries[:2])  # warm-up (and the shared-prefix check)
-        scores, seconds = _timed(lambda scorer=scorer: [s.score for s in score_entries(scorer, entries)])
-        results[name] = {"seconds": seconds, "scores": scores}
-        print(f"(a) {name:6s}: {len(entries)} completions in {seconds:.1f} s", flush=True)
-    diff = max(abs(a - b) for a, b in zip(results["full"]["scores"], results["shared"]["scores"]))
+
+    def measure(path: str) -> dict:
+        return _timed(lambda: [s.score for s in score_entries(scorers[path], entries)])
+
+    runs = alternate(list(scorers), repeats, measure, _show("a", len(entries)))
     return {
-        "ratio": results["full"]["seconds"] / results["shared"]["seconds"],
-        "seconds_full": results["full"]["seconds"],
-        "seconds_shared": results["shared"]["seconds"],
-        "max_abs_score_diff": diff,
+        "ratios": _ratios(runs, "full", "shared"),
+        "seconds": _seconds(runs),
+        "max_abs_score_diff": _max_diff(runs, "full"),
     }
 
 
@@ -110,8 +155,9 @@ def _post(url: str, body: bytes) -> float:
         return json.loads(response.read())["scores"][0]
 
 
+@contextlib.contextmanager
 def _serve(model_dir: Path, limits):
-    """A reward server on a free port of 127.0.0.1 in a thread: (service, server, its thread, url)."""
+    """A reward server on a free port of 127.0.0.1 in a thread, warmed up: yields (service, url)."""
     import socket
 
     import uvicorn
@@ -128,67 +174,74 @@ def _serve(model_dir: Path, limits):
     thread.start()
     while not server.started:
         time.sleep(0.05)
-    return service, server, thread, f"http://127.0.0.1:{port}"
-
-
-def server_passes(model_dir: Path, entries, clients: int, cache_tokens: int) -> dict:
-    """One request at a time, then `clients` at once, on one server (`cache_tokens` 0: no prefix cache); the
-    cache starts empty for each pass."""
-    from personalized_rewardbench.rewards.server import ServerLimits
-
-    service, server, thread, url = _serve(model_dir, ServerLimits(prefix_cache_tokens=cache_tokens))
-    label = f"cache {cache_tokens}" if cache_tokens else "no cache"
-    bodies = [_payload(entry) for entry in entries]
-
-    def fresh_cache() -> None:
-        if service.prefix_cache is not None:
-            service.prefix_cache.clear()
-
     try:
-        _post(url, bodies[0])  # warm-up
-        fresh_cache()
-        sequential, seconds_sequential = _timed(lambda: [_post(url, body) for body in bodies])
-        print(f"(b) {label}, one at a time: {len(bodies)} requests in {seconds_sequential:.1f} s", flush=True)
-        fresh_cache()
-        batches_before = service.batcher.stats.batches
-        with ThreadPoolExecutor(max_workers=clients) as pool:
-            concurrent, seconds_concurrent = _timed(lambda: list(pool.map(lambda body: _post(url, body), bodies)))
-        batches = service.batcher.stats.batches - batches_before
-        print(
-            f"(b) {label}, {clients} clients: {len(bodies)} requests in {seconds_concurrent:.1f} s, {batches} calls",
-            flush=True,
-        )
+        yield service, f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(10)
-    return {
-        "seconds_sequential": seconds_sequential,
-        "seconds_concurrent": seconds_concurrent,
-        "scoring_calls_concurrent": batches,
-        "scores_sequential": sequential,
-        "scores_concurrent": concurrent,
-    }
 
 
-def server_clients(model_dir: Path, entries, clients: int) -> dict:
-    """(b): the default server (prefix cache on) under `clients` concurrent clients against one request at a time
-    with nothing kept between requests (the reference server's shape), plus the two other combinations."""
+SERVER_PATHS = {
+    # path: (prefix cache on, concurrent clients)
+    "one at a time, no cache": (False, False),
+    "32 clients, no cache": (False, True),
+    "one at a time, cache": (True, False),
+    "32 clients, cache": (True, True),
+}
+
+
+def server_clients(model_dir: Path, entries, clients: int, repeats: int) -> dict:
+    """(b): one server without the prefix cache and one with it (the default), each passed the same requests one at
+    a time and from `clients` threads at once; the cache starts empty for every pass. Headline: the default server
+    under `clients` clients against one request at a time with nothing kept (the reference server's shape)."""
+    from alternating import alternate
+
     from personalized_rewardbench.rewards.server import ServerLimits
 
-    plain = server_passes(model_dir, entries, clients, 0)
-    cached = server_passes(model_dir, entries, clients, ServerLimits().prefix_cache_tokens)
-    scores = [plain["scores_sequential"], plain["scores_concurrent"], cached["scores_sequential"]]
+    bodies = [_payload(entry) for entry in entries]
+    paths = {path.replace("32", str(clients)): shape for path, shape in SERVER_PATHS.items()}
+    with contextlib.ExitStack() as stack:
+        servers = {
+            cached: stack.enter_context(
+                _serve(model_dir, ServerLimits(prefix_cache_tokens=ServerLimits().prefix_cache_tokens if cached else 0))
+            )
+            for cached in (False, True)
+        }
+        for _service, url in servers.values():
+            _post(url, bodies[0])  # warm-up
+
+        def measure(path: str) -> dict:
+            cached, concurrent = paths[path]
+            service, url = servers[cached]
+            if service.prefix_cache is not None:
+                service.prefix_cache.clear()
+            calls = service.batcher.stats.batches
+            if concurrent:
+                with ThreadPoolExecutor(max_workers=clients) as pool:
+                    result = _timed(lambda: list(pool.map(lambda body: _post(url, body), bodies)))
+            else:
+                result = _timed(lambda: [_post(url, body) for body in bodies])
+            return {**result, "calls": service.batcher.stats.batches - calls}
+
+        runs = alternate(list(paths), repeats, measure, _show("b", len(entries)))
+    sequential, concurrent, cached_sequential, cached_concurrent = paths
     return {
-        "ratio": plain["seconds_sequential"] / cached["seconds_concurrent"],
-        "micro_batching_alone": plain["seconds_sequential"] / plain["seconds_concurrent"],
-        "prefix_cache_one_at_a_time": plain["seconds_sequential"] / cached["seconds_sequential"],
-        "seconds_sequential_no_cache": plain["seconds_sequential"],
-        "seconds_concurrent_no_cache": plain["seconds_concurrent"],
-        "seconds_sequential_cache": cached["seconds_sequential"],
-        "seconds_concurrent_cache": cached["seconds_concurrent"],
-        "scoring_calls_concurrent": cached["scoring_calls_concurrent"],
-        "max_abs_score_diff": max(abs(a - b) for other in scores for a, b in zip(other, cached["scores_concurrent"])),
+        "ratios": _ratios(runs, sequential, cached_concurrent),
+        "micro_batching_alone": _ratios(runs, sequential, concurrent)["best"],
+        "prefix_cache_one_at_a_time": _ratios(runs, sequential, cached_sequential)["best"],
+        "seconds": _seconds(runs),
+        "scoring_calls": {path: [r["calls"] for r in results] for path, results in runs.items()},
+        "max_abs_score_diff": _max_diff(runs, sequential),
     }
+
+
+def _summary(part: str, figures: dict) -> None:
+    ratios = figures["ratios"]
+    print(
+        f"({part}) best of each path: {ratios['best']:.2f}x; median repeats: {ratios['median']:.2f}x; "
+        f"by CPU time: {ratios['cpu']:.2f}x; max |score diff| {figures['max_abs_score_diff']:.1e}",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -196,16 +249,19 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--completions", type=int, default=8, help="completions per prompt (GRPO group size)")
     parser.add_argument("--clients", type=int, default=32, help="concurrent server clients")
+    parser.add_argument("--repeats", type=int, default=2, help="alternating repeats of each path")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--hidden", type=int, default=512)
     parser.add_argument("--skip", choices=["a", "b"], help="run only the other part")
     args = parser.parse_args()
 
+    import torch
     from bench_model import build_model
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
+    started = time.perf_counter()
     entries = _entries(args.prompts, args.completions)
     result: dict = {"prompts": args.prompts, "completions_per_prompt": args.completions, "clients": args.clients}
     with tempfile.TemporaryDirectory() as folder:
@@ -213,21 +269,30 @@ def main() -> None:
         _settings, scorer = _scorer(model_dir, True)
         prompt_tokens = len(scorer.encode_prompt(entries[0].item))
         answer_tokens = len(scorer.tokenizer(entries[0].answer, add_special_tokens=False)["input_ids"])
-        print(f"prompt ≈ {prompt_tokens} tokens, completion ≈ {answer_tokens} tokens", flush=True)
+        print(
+            f"prompt ≈ {prompt_tokens} tokens, completion ≈ {answer_tokens} tokens; {args.repeats} alternating "
+            f"repeats of each path; {torch.get_num_threads()} threads",
+            flush=True,
+        )
         result.update(
-            prompt_tokens=prompt_tokens, completion_tokens=answer_tokens, layers=args.layers, hidden=args.hidden
+            prompt_tokens=prompt_tokens,
+            completion_tokens=answer_tokens,
+            layers=args.layers,
+            hidden=args.hidden,
+            repeats=args.repeats,
         )
         del scorer
         if args.skip != "a":
-            grpo = grpo_batch(model_dir, entries)
-            result["grpo_shared_vs_full"] = round(grpo.pop("ratio"), 2)
+            grpo = grpo_batch(model_dir, entries, args.repeats)
+            _summary("a", grpo)
+            result["grpo_shared_vs_full"] = round(grpo["ratios"]["best"], 2)
             result["grpo"] = grpo
         if args.skip != "b":
-            served = server_clients(model_dir, entries, args.clients)
-            result["server_concurrent_vs_sequential"] = round(served.pop("ratio"), 2)
-            result["server"] = {
-                key: round(value, 2) if key != "max_abs_score_diff" else value for key, value in served.items()
-            }
+            served = server_clients(model_dir, entries, args.clients, args.repeats)
+            _summary("b", served)
+            result["server_concurrent_vs_sequential"] = round(served["ratios"]["best"], 2)
+            result["server"] = served
+    print(f"total {time.perf_counter() - started:.0f} s", flush=True)
     print(json.dumps(result))
 
 

@@ -166,13 +166,15 @@ def _decisions(result: dict) -> list[bool]:
 def compare(
     model_dir: Path, count: int, k: int, repeats: int, batch_sizes: list[int], batch_tokens: int | None
 ) -> dict:
+    from alternating import alternate, fastest
+
     paths = [f"straightforward:{size}" for size in batch_sizes] + ["engine-no-prefix", "engine"]
-    runs: dict[str, list[dict]] = {path: [] for path in paths}
-    for repeat in range(repeats):
-        for path in paths if repeat % 2 == 0 else reversed(paths):
-            runs[path].append(_measure(path, model_dir, count, k, batch_tokens))
-            print(f"  k={k} {path:<20} {runs[path][-1]['pairs'] / runs[path][-1]['seconds']:7.2f} pairs/s", flush=True)
-    best = {path: min(results, key=lambda r: r["seconds"]) for path, results in runs.items()}
+
+    def show(path: str, result: dict) -> None:
+        print(f"  k={k} {path:<20} {result['pairs'] / result['seconds']:7.2f} pairs/s", flush=True)
+
+    runs = alternate(paths, repeats, lambda path: _measure(path, model_dir, count, k, batch_tokens), show)
+    best = fastest(runs)
     peak = {path: max(r["peak_rss_mib"] for r in results) for path, results in runs.items()}
     baseline = min(paths[: len(batch_sizes)], key=lambda path: best[path]["seconds"])
     engine, batching = best["engine"], best["engine-no-prefix"]
@@ -182,7 +184,7 @@ def compare(
         for key in ("chosen", "rejected")
         for a, b in zip(best[other][key], engine[key])
     ]
-    cpu = {path: min(r["cpu_seconds"] for r in results) for path, results in runs.items()}
+    cpu = {path: run["cpu_seconds"] for path, run in fastest(runs, "cpu_seconds").items()}
     cpu_baseline = min(paths[: len(batch_sizes)], key=lambda path: cpu[path])
     return {
         "cpu_best_baseline_batch_size": int(cpu_baseline.split(":")[1]),
