@@ -22,6 +22,7 @@ from personalized_rewardbench.runs.config import RunConfig
 from personalized_rewardbench.runs.engine import prepare_items, run_evaluation
 from personalized_rewardbench.runs.scorer_factory import make_scorer
 from personalized_rewardbench.scoring import shared_prefix as prefix_scoring
+from personalized_rewardbench.scoring.base import row_forwards
 from personalized_rewardbench.scoring.devices import select_attn_implementation
 from personalized_rewardbench.scoring.shared_prefix import shared_prefix_cost
 from personalized_rewardbench.testing.tiny_models import (
@@ -255,10 +256,12 @@ def test_token_budget_batches_respect_the_budget_and_the_padding_is_measured(tin
     assert sorted(i for batch in plan.batches for i in batch) == list(range(len(items)))
     pad = scorer.tokenizer.pad_token_id
     forwards: list[tuple[int, int]] = []  # (positions computed, of which padding) per base-model forward
+    rows: list[int] = []  # rows per base-model forward
 
     def record(_module, args, kwargs):
         ids = kwargs["input_ids"] if "input_ids" in kwargs else args[0]
         forwards.append((ids.numel(), int((ids == pad).sum())))
+        rows.append(ids.shape[0])
 
     handle = scorer.model.base_model.register_forward_pre_hook(record, with_kwargs=True)
     try:
@@ -266,8 +269,13 @@ def test_token_budget_batches_respect_the_budget_and_the_padding_is_measured(tin
             before = len(forwards)
             scorer.score(plan, batch)
             computed = sum(n for n, _ in forwards[before:])
-            assert computed <= budget or len(batch) == 1
-            assert len(forwards) - before == (2 if shared else 1)
+            if shared:
+                assert computed <= budget or len(batch) == 1
+                assert len(forwards) - before == 2
+            else:  # full scoring: every forward within the budget, a lone over-long answer excepted
+                assert all(n <= budget or r == 1 for (n, _), r in zip(forwards[before:], rows[before:]))
+                lengths = [len(ids) for i in batch for ids in plan.encodings[i].inputs]
+                assert len(forwards) - before == len(row_forwards(lengths, budget))
     finally:
         handle.remove()
     stats = scorer.runtime_stats(plan)

@@ -97,6 +97,36 @@ def test_classifier_without_shared_prefix_scores_the_same(tiny_rm, items):
         assert a.scores == pytest.approx(b.scores, abs=1e-4)
 
 
+def test_full_scoring_splits_a_group_over_the_token_budget_into_forwards_within_it(tiny_rm, items):
+    """A lone group of many long answers (GRPO, Best-of-N) scored in full: each forward stays within
+    `batch_tokens` (one over-long answer alone) and the scores are those of one big forward."""
+    answers = tuple(f"Answer {n}: " + "about the user's favourite films and books, " * (4 + 3 * n) for n in range(8))
+    group = AnswerGroup(items[0], answers)
+    one_forward = make_scorer(_config(tiny_rm, shared_prefix=False, batch_tokens=100_000))
+    inputs = one_forward.fit(group.item, answers).inputs
+    lengths = sorted(map(len, inputs))
+    budget = lengths[-1] + lengths[-2] - 1  # the two longest answers no longer fit together; the shortest do
+    assert len(inputs) * lengths[-1] > budget and lengths[0] * 2 <= budget
+    split = make_scorer(_config(tiny_rm, shared_prefix=False, batch_tokens=budget))
+    forwards: list[tuple[int, ...]] = []
+
+    def record(_module, args, kwargs):
+        forwards.append(tuple((kwargs["input_ids"] if "input_ids" in kwargs else args[0]).shape))
+
+    split.score_answers([group])  # the model's once-only checks run their own forwards
+    handle = split.model.base_model.register_forward_pre_hook(record, with_kwargs=True)
+    try:
+        [result] = split.score_answers([group])
+    finally:
+        handle.remove()
+    assert len(forwards) > 1 and sum(rows for rows, _ in forwards) == len(answers)
+    assert all(rows * columns <= budget or rows == 1 for rows, columns in forwards)
+    assert forwards[0] == (1, lengths[-1])  # the longest answer alone
+    [whole] = one_forward.score_answers([group])
+    assert result.scores == pytest.approx(whole.scores, abs=1e-5)
+    assert len(set(result.scores)) == len(answers)
+
+
 def test_classifier_groups_fit_over_all_answers(tiny_rm, items):
     """Posts go first for the longest answer of the group; then the question is shortened; answers are never cut."""
     scorer = make_scorer(_config(tiny_rm, max_length=200))

@@ -155,3 +155,16 @@ def token_budget_batches(lengths: list[int], budget: int, max_batch: int = 256) 
     if current:
         batches.append(current)
     return batches
+
+
+def row_forwards(lengths: Sequence[int], budget: int) -> list[list[int]]:
+    """The forwards that score one batch's rows in full: all at once, in their order, when `rows x longest <=
+    budget`; else the rows packed within the budget (`token_budget_batches`; a row over it alone). A group of
+    many long answers (a GRPO group, Best-of-N) so keeps its memory and, on CPU, its speed.
+
+    >>> row_forwards([3, 2, 3], budget=9), row_forwards([3, 2, 3], budget=6)
+    ([[0, 1, 2]], [[0, 2], [1]])
+    """
+    if not lengths or len(lengths) * max(lengths) <= budget:
+        return [list(range(len(lengths)))]
+    return token_budget_batches(list(lengths), budget)

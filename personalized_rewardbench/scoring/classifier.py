@@ -12,7 +12,8 @@ answer is never cut: an answer that does not fit on its own is a `UserError` nam
 Batches hold pairs sorted by length under a token budget (`batch_tokens`). For decoder-only models
 the pair's shared prefix (the chat up to the answer) runs once and both answers are scored from its
 KV cache (`shared_prefix`, the mechanism judges use too); pairs or models where that is not exact are scored
-in full, and the plan's runtime figures say how many.
+in full, and the plan's runtime figures say how many. Full scoring never puts more than `batch_tokens` padded
+tokens in one forward, splitting a lone group of many long answers by rows (`row_forwards`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from personalized_rewardbench.scoring.base import (
     Scorer,
     ScoreRecord,
     ScoringPlan,
+    row_forwards,
     token_budget_batches,
 )
 from personalized_rewardbench.scoring.devices import auto_batch_tokens, dtype_name
@@ -246,7 +248,8 @@ class ClassifierScorer(Scorer):
         return list(encoded)
 
     def _batches(self, encoded: Sequence[EncodedGroup]) -> list[list[int]]:
-        """Shared-prefix batches, then full-scoring batches, each within `batch_tokens` (a lone big group excepted)."""
+        """Shared-prefix batches, then full-scoring batches, each within `batch_tokens` (a lone big group excepted:
+        scored in full, its rows are split into forwards within the budget, `row_forwards`)."""
         shared = [i for i, group in enumerate(encoded) if group.layout.prefix]
         full = [i for i, group in enumerate(encoded) if not group.layout.prefix]
         shapes = [encoded[i].shape for i in shared]
@@ -269,13 +272,15 @@ class ClassifierScorer(Scorer):
     ) -> tuple[dict[str, Any], list[str]]:
         """results.json runtime figures (padding, sharing) and the notices of a plan."""
         computed = real = 0
+        budget = self.batch_tokens
         for batch in batches:
             groups = [encoded[i] for i in batch]
             real += sum(sum(map(len, g.inputs)) - (len(g.inputs) - 1) * g.layout.prefix for g in groups)
             if groups[0].layout.prefix:
                 computed += shared_prefix_cost([g.shape for g in groups])
             else:
-                computed += sum(len(g.inputs) for g in groups) * max(g.longest for g in groups)
+                lengths = [len(ids) for g in groups for ids in g.inputs]
+                computed += sum(len(rows) * max(lengths[i] for i in rows) for rows in row_forwards(lengths, budget))
         shared = sum(1 for group in encoded if group.layout.prefix)
         fallbacks = len(encoded) - shared
         reasons = sorted({group.layout.reason for group in encoded if not group.layout.prefix})
@@ -361,8 +366,13 @@ class ClassifierScorer(Scorer):
         ).logits
 
     def score_sequences(self, sequences: list[list[int]]) -> list[float]:
-        """Scores for token-id sequences, right-padded into one batch (full scoring)."""
-        return self._scores(self._full_logits(sequences)).tolist()
+        """Scores for token-id sequences (full scoring), right-padded into forwards within `batch_tokens`
+        (`row_forwards`)."""
+        scores = [0.0] * len(sequences)
+        for rows in row_forwards([len(ids) for ids in sequences], self.batch_tokens):
+            for row, score in zip(rows, self._scores(self._full_logits([sequences[i] for i in rows])).tolist()):
+                scores[row] = score
+        return scores
 
     def _score_groups(self, groups: Sequence[EncodedGroup]) -> list[list[float]]:
         """Scores of each group's inputs: one shared-prefix pass when every group shares, else full scoring."""
