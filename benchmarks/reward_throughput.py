@@ -124,6 +124,44 @@ def _show(part: str, count: int):
     return show
 
 
+LLAMA3_8B_SHAPE = {  # Llama-3-8B's published config: hidden, heads, key/value heads, head size, MLP size
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 14336,
+}
+
+
+def matmul_work_ratio(shape: dict, prompts: list[int], completions: list[list[int]]) -> float:
+    """Multiply-adds of one decoder layer's matmuls (projections, MLP, attention scores and values) for every
+    completion in full over the same with each prompt once and its completions on top: what (a) and (b) can gain
+    at most, padding, norms and tokenization aside. `prompts[n]` tokens, `completions[n]` their lengths."""
+    hidden, heads, kv = (shape[k] for k in ("hidden_size", "num_attention_heads", "num_key_value_heads"))
+    head = shape.get("head_dim") or hidden // heads
+    per_token = hidden * heads * head * 2 + 2 * hidden * kv * head + 3 * hidden * shape["intermediate_size"]
+    per_pair = 2 * heads * head  # one query-key pair: its score and its share of the value sum
+
+    def work(context: int, new: int) -> int:
+        return new * per_token + per_pair * (new * context + new * (new + 1) // 2)
+
+    full = sum(work(0, p + c) for p, group in zip(prompts, completions) for c in group)
+    shared = sum(work(0, p) + sum(work(p, c) for c in group) for p, group in zip(prompts, completions))
+    return full / shared
+
+
+def _work_ratios(scorer, entries, completions: int) -> dict:
+    """`matmul_work_ratio` for the benchmark's model and for an 8B Llama-3 shape, on the real token counts."""
+    groups = [entries[n : n + completions] for n in range(0, len(entries), completions)]
+    prompts = [len(scorer.encode_prompt(group[0].item)) for group in groups]
+    answers = [[len(scorer.encode_answer(e.item, e.answer)) - p for e in group] for p, group in zip(prompts, groups)]
+    config = scorer.model.config.to_dict()
+    return {
+        "this_model": round(matmul_work_ratio(config, prompts, answers), 2),
+        "llama3_8b_shape": round(matmul_work_ratio(LLAMA3_8B_SHAPE, prompts, answers), 2),
+    }
+
+
 def grpo_batch(model_dir: Path, entries, repeats: int) -> dict:
     from alternating import alternate
 
@@ -280,6 +318,12 @@ def main() -> None:
             layers=args.layers,
             hidden=args.hidden,
             repeats=args.repeats,
+        )
+        result["matmul_work_full_vs_shared"] = work = _work_ratios(scorer, entries, args.completions)
+        print(
+            f"matmul work, each completion in full / each prompt once: {work['this_model']:.2f}x on this model, "
+            f"{work['llama3_8b_shape']:.2f}x on an 8B Llama-3 shape (the most (a) and (b) can gain)",
+            flush=True,
         )
         del scorer
         if args.skip != "a":
