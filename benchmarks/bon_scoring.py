@@ -42,6 +42,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
+    from alternating import alternate, fastest
     from bench_model import build_model, make_answers, make_items
 
     from personalized_rewardbench.runs.config import RunConfig
@@ -67,15 +68,18 @@ def main() -> None:
     answer_tokens = [len(tokenizer(a, add_special_tokens=False)["input_ids"]) for a in answers]
     for scorer in scorers.values():  # warm-up
         scorer.score_answers(groups[:1])
-    seconds: dict[str, list[float]] = {"full": [], "shared": []}
-    scores: dict[str, list] = {}
-    for repeat in range(args.repeats):
-        for path in ("full", "shared") if repeat % 2 == 0 else ("shared", "full"):
-            started = time.perf_counter()
-            scores[path] = [result.scores for result in scorers[path].score_answers(groups)]
-            seconds[path].append(time.perf_counter() - started)
-            print(f"  {path:<6} {args.items * args.n / seconds[path][-1]:7.2f} candidates/s", flush=True)
-    best = {path: min(values) for path, values in seconds.items()}
+
+    def measure(path: str) -> dict:
+        started = time.perf_counter()
+        scores = [result.scores for result in scorers[path].score_answers(groups)]
+        return {"seconds": time.perf_counter() - started, "scores": scores}
+
+    def show(path: str, result: dict) -> None:
+        print(f"  {path:<6} {args.items * args.n / result['seconds']:7.2f} candidates/s", flush=True)
+
+    fastest_runs = fastest(alternate(["full", "shared"], args.repeats, measure, show))
+    best = {path: run["seconds"] for path, run in fastest_runs.items()}
+    scores = {path: run["scores"] for path, run in fastest_runs.items()}
     diff = max(abs(a - b) for f, s in zip(scores["full"], scores["shared"]) for a, b in zip(f, s))
     order = lambda values: sorted(range(len(values)), key=lambda j: (-values[j], j))  # noqa: E731
     identical = all(order(f) == order(s) for f, s in zip(scores["full"], scores["shared"]))
