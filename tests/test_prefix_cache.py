@@ -3,6 +3,7 @@ they score without the cache (split and plain suffix passes)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,43 @@ def test_a_prompt_twice_in_one_batch_runs_once(sharp_rm):
     with torch.no_grad():
         alone = torch.cat([model(torch.tensor([p + a])).logits for p, answers in groups for a in answers])
     assert (kept - alone).abs().max().item() < TOLERANCE
+
+
+@pytest.mark.parametrize("kind", ["split", "plain", "sliding"])
+@pytest.mark.parametrize("kept", [False, True])
+def test_a_lone_group_over_the_budget_runs_its_prompt_once_and_its_answers_within_the_budget(request, kind, kept):
+    folder = request.getfixturevalue("sliding_rm" if kind == "sliding" else "sharp_rm")
+    group = AnswerGroup(_item(5, 3), ANSWERS)
+    whole = _scorer(folder, batch_tokens=100_000)
+    prompt = len(whole.encode_prompt(group.item))
+    suffixes = sorted(len(ids) - prompt for ids in whole.fit(group.item, group.answers).inputs)
+    budget = suffixes[-1] + suffixes[-2] - 1  # the two longest answers no longer fit in one forward
+    scorer = _scorer(folder, batch_tokens=budget)
+    cache = scorer.keep_prefixes(4096) if kept else None
+    scorer.score_answers([AnswerGroup(_item(0, 1), ANSWERS[:1])])  # the model's checks run here, before counting
+    if kind == "plain":
+        scorer._split = whole._split = False
+    rows = PrefixRows(scorer.model)
+    [result] = scorer.score_answers([group])
+    prompt_run, *suffix_runs = rows.calls
+    assert tuple(prompt_run) == (1, prompt)  # the prompt once
+    assert len(suffix_runs) > 1 and sum(shape[0] for shape in suffix_runs) == len(ANSWERS)
+    assert all(shape[0] * shape[1] <= budget or shape[0] == 1 for shape in suffix_runs)
+    assert cache is None or (cache.misses, cache.figures()["prefixes"]) == (2, 2)  # item 0's and this prompt, kept
+    [expected] = whole.score_answers([group])
+    assert result.scores == pytest.approx(expected.scores, abs=TOLERANCE)
+    assert max(result.scores) - min(result.scores) > 100 * TOLERANCE
+    # a pair of the two longest answers: its plan's figures count the forwards that run
+    lengths = [len(ids) for ids in whole.fit(group.item, group.answers).inputs]
+    longest = sorted(range(len(ANSWERS)), key=lambda n: -lengths[n])[:2]
+    pair = replace(group.item, chosen=ANSWERS[longest[0]], rejected=ANSWERS[longest[1]])
+    plan = scorer.plan([pair])
+    if cache is not None:
+        cache.clear()
+    rows.calls.clear()
+    [record] = scorer.score(plan, plan.batches[0])
+    assert len(rows.calls) == 3  # the prompt, then each answer alone
+    assert plan.stats["tokens_computed"] == sum(shape[0] * shape[1] for shape in rows.calls)
+    assert (record["chosen_score"], record["rejected_score"]) == pytest.approx(
+        [expected.scores[n] for n in longest], abs=TOLERANCE
+    )

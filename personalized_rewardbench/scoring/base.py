@@ -165,6 +165,17 @@ def row_forwards(lengths: Sequence[int], budget: int) -> list[list[int]]:
     >>> row_forwards([3, 2, 3], budget=9), row_forwards([3, 2, 3], budget=6)
     ([[0, 1, 2]], [[0, 2], [1]])
     """
-    if not lengths or len(lengths) * max(lengths) <= budget:
+    if not lengths:
+        return []
+    if len(lengths) * max(lengths) <= budget:
         return [list(range(len(lengths)))]
     return token_budget_batches(list(lengths), budget)
+
+
+def padded_positions(lengths: Sequence[int], budget: int) -> int:
+    """Token positions the `row_forwards` of these rows compute, padding included.
+
+    >>> padded_positions([3, 2, 3], budget=6)
+    8
+    """
+    return sum(len(rows) * max(lengths[i] for i in rows) for rows in row_forwards(lengths, budget))

@@ -12,8 +12,10 @@ answer is never cut: an answer that does not fit on its own is a `UserError` nam
 Batches hold pairs sorted by length under a token budget (`batch_tokens`). For decoder-only models
 the pair's shared prefix (the chat up to the answer) runs once and both answers are scored from its
 KV cache (`shared_prefix`, the mechanism judges use too); pairs or models where that is not exact are scored
-in full, and the plan's runtime figures say how many. Full scoring never puts more than `batch_tokens` padded
-tokens in one forward, splitting a lone group of many long answers by rows (`row_forwards`).
+in full, and the plan's runtime figures say how many. A lone group over the budget (many long answers: GRPO,
+Best-of-N) is split by rows (`row_forwards`) into forwards within it: scored in full, its answers; shared, its
+answers on top of its prompt, which runs once. Only a single input, or a single prompt, over the budget runs
+alone.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from personalized_rewardbench.scoring.base import (
     Scorer,
     ScoreRecord,
     ScoringPlan,
+    padded_positions,
     row_forwards,
     token_budget_batches,
 )
@@ -248,8 +251,8 @@ class ClassifierScorer(Scorer):
         return list(encoded)
 
     def _batches(self, encoded: Sequence[EncodedGroup]) -> list[list[int]]:
-        """Shared-prefix batches, then full-scoring batches, each within `batch_tokens` (a lone big group excepted:
-        scored in full, its rows are split into forwards within the budget, `row_forwards`)."""
+        """Shared-prefix batches, then full-scoring batches, each within `batch_tokens`; a lone group over it gets a
+        batch of its own, whose rows scoring splits into forwards within the budget (`row_forwards`)."""
         shared = [i for i, group in enumerate(encoded) if group.layout.prefix]
         full = [i for i, group in enumerate(encoded) if not group.layout.prefix]
         shapes = [encoded[i].shape for i in shared]
@@ -276,11 +279,13 @@ class ClassifierScorer(Scorer):
         for batch in batches:
             groups = [encoded[i] for i in batch]
             real += sum(sum(map(len, g.inputs)) - (len(g.inputs) - 1) * g.layout.prefix for g in groups)
-            if groups[0].layout.prefix:
+            if len(groups) == 1 and groups[0].layout.prefix:  # a lone group: its suffixes within the budget
+                prefix = groups[0].layout.prefix
+                computed += prefix + padded_positions([len(ids) - prefix for ids in groups[0].inputs], budget)
+            elif groups[0].layout.prefix:
                 computed += shared_prefix_cost([g.shape for g in groups])
             else:
-                lengths = [len(ids) for g in groups for ids in g.inputs]
-                computed += sum(len(rows) * max(lengths[i] for i in rows) for rows in row_forwards(lengths, budget))
+                computed += padded_positions([len(ids) for g in groups for ids in g.inputs], budget)
         shared = sum(1 for group in encoded if group.layout.prefix)
         fallbacks = len(encoded) - shared
         reasons = sorted({group.layout.reason for group in encoded if not group.layout.prefix})
@@ -380,7 +385,7 @@ class ClassifierScorer(Scorer):
             parts = [(g.inputs[0][: g.layout.prefix], [ids[g.layout.prefix :] for ids in g.inputs]) for g in groups]
             free = self._right_padding_free(ids for group in groups for ids in group.inputs)
             pad, cache = self.tokenizer.pad_token_id, self.prefix_cache
-            logits = pooled_logits(self.model, parts, pad, self.device, free, self._split, cache)
+            logits = pooled_logits(self.model, parts, pad, self.device, free, self._split, cache, self.batch_tokens)
             flat = self._scores(logits).tolist()
         else:
             flat = self.score_sequences([ids for group in groups for ids in group.inputs])

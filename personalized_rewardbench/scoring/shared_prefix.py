@@ -60,6 +60,7 @@ from typing import Any
 
 import torch
 
+from personalized_rewardbench.scoring.base import row_forwards
 from personalized_rewardbench.scoring.padding import needed_mask, pad_rows, positions
 from personalized_rewardbench.scoring.prefix_attention import SplitPrefix, split_forward
 from personalized_rewardbench.scoring.prefix_cache import PrefixCache
@@ -330,6 +331,7 @@ def pooled_logits(
     right_padding_free: bool = False,
     split: bool = False,
     cache: PrefixCache | None = None,
+    budget: int | None = None,
 ) -> torch.Tensor:
     """A classifier's logits, one row per suffix in order (group 0's suffixes, then group 1's, ...), for
     (prefix, suffixes) groups: a pair is (prefix, (chosen suffix, rejected suffix)), Best-of-N has N suffixes.
@@ -337,7 +339,24 @@ def pooled_logits(
     Each suffix must be non-empty and hold its input's pooled token (see `group_layout`).
     `right_padding_free`: the model passed `right_padding_is_free`; `split`: the suffix pass uses the split
     attention (`prefix_attention`; only where `split_supported`); `cache`: prefixes kept from earlier batches.
+    `budget`: a lone group whose suffixes take more token positions runs them in forwards within it
+    (`row_forwards`), its prefix once (`cache`, or a cache of its own while they run).
     """
+    if budget is not None and len(groups) == 1:
+        prefix, group = groups[0]
+        chunks = row_forwards([len(suffix) for suffix in group], budget)
+        if len(chunks) > 1:
+            if cache is None or cache.max_tokens < len(prefix):
+                cache = PrefixCache(len(prefix))
+            parts = [
+                pooled_logits(
+                    model, [(prefix, [group[i] for i in rows])], pad_token_id, device, right_padding_free, split, cache
+                )
+                for rows in chunks
+            ]
+            order = torch.tensor([i for rows in chunks for i in rows])
+            logits = torch.cat(parts)
+            return logits[torch.argsort(order).to(logits.device)]
     suffixes = [suffix for _, group in groups for suffix in group]
     sides = padding_sides(model, "pooled")
     run = prefix_pass(model, groups, pad_token_id, device, sides, right_padding_free, split, cache)
