@@ -10,7 +10,13 @@ from collections.abc import Callable, Sequence
 def alternate(
     paths: Sequence[str], repeats: int, measure: Callable[[str], dict], show: Callable[[str, dict], None] | None = None
 ) -> dict[str, list[dict]]:
-    """{path: [measure(path) per repeat]}; repeat n runs the paths forwards when n is even, else backwards."""
+    """{path: [measure(path) per repeat]}; repeat n runs the paths forwards when n is even, else backwards.
+
+    >>> order = []
+    >>> runs = alternate(["a", "b"], 3, lambda path: order.append(path) or {"seconds": len(order)})
+    >>> order, fastest(runs)
+    (['a', 'b', 'b', 'a', 'a', 'b'], {'a': {'seconds': 1}, 'b': {'seconds': 2}})
+    """
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
     runs: dict[str, list[dict]] = {path: [] for path in paths}

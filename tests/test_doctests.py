@@ -9,6 +9,7 @@ import doctest
 import importlib
 import importlib.util
 import pkgutil
+from pathlib import Path
 
 import pytest
 
@@ -34,3 +35,16 @@ def test_docstring_examples(name: str) -> None:
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False)
     assert result.failed == 0, f"{result.failed} of {result.attempted} docstring examples failed in {name}"
+
+
+BENCHMARK_HELPERS = ("alternating", "matmul_work")  # the benchmarks' parts that need no model
+
+
+@pytest.mark.parametrize("name", BENCHMARK_HELPERS)
+def test_benchmark_helper_docstring_examples(name: str) -> None:
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False)
+    assert result.attempted > 0 and result.failed == 0, f"{result.failed} of {result.attempted} failed in {name}"
