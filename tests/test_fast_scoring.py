@@ -269,9 +269,15 @@ def test_token_budget_batches_respect_the_budget_and_the_padding_is_measured(tin
             before = len(forwards)
             scorer.score(plan, batch)
             computed = sum(n for n, _ in forwards[before:])
-            if shared:
+            if shared:  # the prompts once, then the answers: a lone group's within the budget
                 assert computed <= budget or len(batch) == 1
-                assert len(forwards) - before == 2
+                suffix_forwards = 1
+                if len(batch) == 1:
+                    group = plan.encodings[batch[0]]
+                    suffixes = [len(ids) - group.layout.prefix for ids in group.inputs]
+                    suffix_forwards = len(row_forwards(suffixes, budget))
+                    assert all(n <= budget or r == 1 for (n, _), r in zip(forwards[before + 1 :], rows[before + 1 :]))
+                assert len(forwards) - before == 1 + suffix_forwards
             else:  # full scoring: every forward within the budget, a lone over-long answer excepted
                 assert all(n <= budget or r == 1 for (n, _), r in zip(forwards[before:], rows[before:]))
                 lengths = [len(ids) for i in batch for ids in plan.encodings[i].inputs]

@@ -127,7 +127,7 @@ def test_a_prompt_twice_in_one_batch_runs_once(sharp_rm):
 
 
 @pytest.mark.parametrize("kind", ["split", "plain", "sliding"])
-@pytest.mark.parametrize("kept", [False, True])
+@pytest.mark.parametrize("kept", ["no cache", "a cache", "a cache too small for the prompt"])
 def test_a_lone_group_over_the_budget_runs_its_prompt_once_and_its_answers_within_the_budget(request, kind, kept):
     folder = request.getfixturevalue("sliding_rm" if kind == "sliding" else "sharp_rm")
     group = AnswerGroup(_item(5, 3), ANSWERS)
@@ -136,17 +136,21 @@ def test_a_lone_group_over_the_budget_runs_its_prompt_once_and_its_answers_withi
     suffixes = sorted(len(ids) - prompt for ids in whole.fit(group.item, group.answers).inputs)
     budget = suffixes[-1] + suffixes[-2] - 1  # the two longest answers no longer fit in one forward
     scorer = _scorer(folder, batch_tokens=budget)
-    cache = scorer.keep_prefixes(4096) if kept else None
+    room = {"no cache": None, "a cache": 4096, "a cache too small for the prompt": prompt - 1}[kept]
+    cache = None if room is None else scorer.keep_prefixes(room)
     scorer.score_answers([AnswerGroup(_item(0, 1), ANSWERS[:1])])  # the model's checks run here, before counting
     if kind == "plain":
         scorer._split = whole._split = False
+    assert scorer._split is (kind == "split")
     rows = PrefixRows(scorer.model)
     [result] = scorer.score_answers([group])
     prompt_run, *suffix_runs = rows.calls
     assert tuple(prompt_run) == (1, prompt)  # the prompt once
     assert len(suffix_runs) > 1 and sum(shape[0] for shape in suffix_runs) == len(ANSWERS)
     assert all(shape[0] * shape[1] <= budget or shape[0] == 1 for shape in suffix_runs)
-    assert cache is None or (cache.misses, cache.figures()["prefixes"]) == (2, 2)  # item 0's and this prompt, kept
+    if cache is not None:  # one lookup per prompt, however many forwards its answers take: item 0's, then this one
+        kept_prompts = 2 if room > prompt else 1  # item 0's short prompt fits in either cache
+        assert (cache.hits, cache.misses, cache.figures()["prefixes"]) == (0, 2, kept_prompts)
     [expected] = whole.score_answers([group])
     assert result.scores == pytest.approx(expected.scores, abs=TOLERANCE)
     assert max(result.scores) - min(result.scores) > 100 * TOLERANCE

@@ -14,8 +14,8 @@ the pair's shared prefix (the chat up to the answer) runs once and both answers 
 KV cache (`shared_prefix`, the mechanism judges use too); pairs or models where that is not exact are scored
 in full, and the plan's runtime figures say how many. A lone group over the budget (many long answers: GRPO,
 Best-of-N) is split by rows (`row_forwards`) into forwards within it: scored in full, its answers; shared, its
-answers on top of its prompt, which runs once. Only a single input, or a single prompt, over the budget runs
-alone.
+answers on top of their shared prefix (the chat up to the answer), which runs once. Only a single input, or a
+single shared prefix, over the budget runs alone.
 """
 
 from __future__ import annotations
@@ -263,8 +263,9 @@ class ClassifierScorer(Scorer):
 
     # -- planning ---------------------------------------------------------------------------------
     def plan(self, items: Sequence[EvalItem]) -> ScoringPlan:
-        """Shared-prefix batches, then full-scoring batches, each within `batch_tokens` (a lone over-long pair
-        excepted); the plan carries every pair's encoding and the plan's figures (identical on every process)."""
+        """Shared-prefix batches, then full-scoring batches (`_batches`), whose forwards keep within `batch_tokens`
+        but for a single input or shared prefix over it; the plan carries every pair's encoding and the plan's
+        figures (identical on every process)."""
         encoded = self._verified([self._encode(item) for item in items])
         batches = self._batches(encoded)
         stats, notices = self._plan_figures(encoded, batches)

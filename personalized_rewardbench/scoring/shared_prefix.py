@@ -340,23 +340,15 @@ def pooled_logits(
     `right_padding_free`: the model passed `right_padding_is_free`; `split`: the suffix pass uses the split
     attention (`prefix_attention`; only where `split_supported`); `cache`: prefixes kept from earlier batches.
     `budget`: a lone group whose suffixes take more token positions runs them in forwards within it
-    (`row_forwards`), its prefix once (`cache`, or a cache of its own while they run).
+    (`row_forwards`), its prefix once: kept in `cache`, or in a cache of its own while they run when `cache` is
+    None or smaller than the prefix. `cache` counts the group as one lookup either way.
     """
     if budget is not None and len(groups) == 1:
-        prefix, group = groups[0]
-        chunks = row_forwards([len(suffix) for suffix in group], budget)
+        chunks = row_forwards([len(suffix) for suffix in groups[0][1]], budget)
         if len(chunks) > 1:
-            if cache is None or cache.max_tokens < len(prefix):
-                cache = PrefixCache(len(prefix))
-            parts = [
-                pooled_logits(
-                    model, [(prefix, [group[i] for i in rows])], pad_token_id, device, right_padding_free, split, cache
-                )
-                for rows in chunks
-            ]
-            order = torch.tensor([i for rows in chunks for i in rows])
-            logits = torch.cat(parts)
-            return logits[torch.argsort(order).to(logits.device)]
+            return _chunked_group_logits(
+                model, groups[0], chunks, pad_token_id, device, right_padding_free, split, cache
+            )
     suffixes = [suffix for _, group in groups for suffix in group]
     sides = padding_sides(model, "pooled")
     run = prefix_pass(model, groups, pad_token_id, device, sides, right_padding_free, split, cache)
@@ -367,6 +359,29 @@ def pooled_logits(
             hidden = model.base_model(**run.kwargs).last_hidden_state
     last = torch.tensor([pooled_index(suffix, pad_token_id) for suffix in suffixes], device=hidden.device)
     return model.score(hidden[torch.arange(len(suffixes), device=hidden.device), last])
+
+
+def _chunked_group_logits(
+    model, group: Group, chunks: list[list[int]], pad_token_id: int, device, right_padding_free, split, cache
+) -> torch.Tensor:
+    """`pooled_logits` of one group whose suffixes run in `chunks` (lists of suffix indices), in suffix order."""
+    prefix, suffixes = group
+    keeps = cache is not None and cache.max_tokens >= len(prefix)
+    if cache is not None and not keeps:
+        cache.get(prefix)  # the caller's cache records its one lookup: a miss, as a prompt it cannot keep
+    store = cache if keeps else PrefixCache(len(prefix))
+
+    def rows_logits(rows: list[int]) -> torch.Tensor:
+        chunk = [(prefix, [suffixes[i] for i in rows])]
+        return pooled_logits(model, chunk, pad_token_id, device, right_padding_free, split, store)
+
+    parts = [rows_logits(chunks[0])]
+    hits = store.hits
+    parts += [rows_logits(rows) for rows in chunks[1:]]
+    store.hits = hits  # one lookup for the group: later chunks found the prompt the first one kept
+    order = torch.tensor([i for rows in chunks for i in rows])
+    logits = torch.cat(parts)
+    return logits[torch.argsort(order).to(logits.device)]
 
 
 @torch.inference_mode()
