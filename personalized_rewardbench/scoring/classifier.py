@@ -9,7 +9,7 @@ Over-long inputs (`fit`): the lowest-ranked profile posts go first (`truncated` 
 its start and loses its end, marked with `…` (`question_shortened`, `shortened_questions`). The
 answer is never cut: an answer that does not fit on its own is a `UserError` naming the item.
 
-Batches hold pairs sorted by length under a token budget (`batch_tokens`). For decoder-only models
+Batches hold pairs sorted by length under a token budget (`batch_tokens`; `classifier_batches`). For decoder-only models
 the pair's shared prefix (the chat up to the answer) runs once and both answers are scored from its
 KV cache (`shared_prefix`, the mechanism judges use too); pairs or models where that is not exact are scored
 in full, and the plan's runtime figures say how many. A lone group over the budget (many long answers: GRPO,
@@ -34,10 +34,9 @@ from personalized_rewardbench.scoring.base import (
     Scorer,
     ScoreRecord,
     ScoringPlan,
-    padded_positions,
     row_forwards,
-    token_budget_batches,
 )
+from personalized_rewardbench.scoring.classifier_batches import EncodedGroup, batch_positions, classifier_batches
 from personalized_rewardbench.scoring.devices import auto_batch_tokens, dtype_name
 from personalized_rewardbench.scoring.fitting import ELLIPSIS, fit_item, token_ends
 from personalized_rewardbench.scoring.model_loading import (
@@ -61,8 +60,6 @@ from personalized_rewardbench.scoring.shared_prefix import (
     group_layout,
     pooled_logits,
     right_padding_is_free,
-    shared_prefix_batches,
-    shared_prefix_cost,
     shared_prefix_support,
 )
 
@@ -76,25 +73,6 @@ class FittedGroup:
     inputs: tuple[list[int], ...]
     truncated: bool  # profile posts were dropped
     question_shortened: bool = False  # no posts left and still too long: the question's end was cut
-
-
-@dataclass(frozen=True)
-class EncodedGroup:
-    """A fitted group and how it is scored: `layout.prefix` > 0 tokens shared by all its answers, or 0 (full)."""
-
-    inputs: tuple[list[int], ...]
-    truncated: bool
-    layout: PairLayout
-    question_shortened: bool = False
-
-    @property
-    def longest(self) -> int:
-        return max(map(len, self.inputs))
-
-    @property
-    def shape(self) -> tuple[int, int, int]:
-        """(shared prefix, longest suffix, answers): what a shared-prefix batch pays for this group."""
-        return self.layout.prefix, self.longest - self.layout.prefix, len(self.inputs)
 
 
 class ClassifierScorer(Scorer):
@@ -250,24 +228,13 @@ class ClassifierScorer(Scorer):
             return [replace(group, layout=PairLayout(0, self.shared_prefix_note)) for group in encoded]
         return list(encoded)
 
-    def _batches(self, encoded: Sequence[EncodedGroup]) -> list[list[int]]:
-        """Shared-prefix batches, then full-scoring batches, each within `batch_tokens`; a lone group over it gets a
-        batch of its own, whose rows scoring splits into forwards within the budget (`row_forwards`)."""
-        shared = [i for i, group in enumerate(encoded) if group.layout.prefix]
-        full = [i for i, group in enumerate(encoded) if not group.layout.prefix]
-        shapes = [encoded[i].shape for i in shared]
-        batches = [[shared[j] for j in batch] for batch in shared_prefix_batches(shapes, self.batch_tokens)]
-        lengths = [len(encoded[i].inputs) * encoded[i].longest for i in full]
-        batches += [[full[j] for j in batch] for batch in token_budget_batches(lengths, self.batch_tokens)]
-        return batches
-
     # -- planning ---------------------------------------------------------------------------------
     def plan(self, items: Sequence[EvalItem]) -> ScoringPlan:
-        """Shared-prefix batches, then full-scoring batches (`_batches`), whose forwards keep within `batch_tokens`
-        but for a single input or shared prefix over it; the plan carries every pair's encoding and the plan's
-        figures (identical on every process)."""
+        """Shared-prefix batches, then full-scoring batches (`classifier_batches`), whose forwards keep within
+        `batch_tokens` but for a single input or shared prefix over it; the plan carries every pair's encoding and
+        the plan's figures (identical on every process)."""
         encoded = self._verified([self._encode(item) for item in items])
-        batches = self._batches(encoded)
+        batches = classifier_batches(encoded, self.batch_tokens)
         stats, notices = self._plan_figures(encoded, batches)
         return ScoringPlan.of(items, batches, encoded, notices, stats)
 
@@ -275,18 +242,7 @@ class ClassifierScorer(Scorer):
         self, encoded: Sequence[EncodedGroup], batches: Sequence[Sequence[int]]
     ) -> tuple[dict[str, Any], list[str]]:
         """results.json runtime figures (padding, sharing) and the notices of a plan."""
-        computed = real = 0
-        budget = self.batch_tokens
-        for batch in batches:
-            groups = [encoded[i] for i in batch]
-            real += sum(sum(map(len, g.inputs)) - (len(g.inputs) - 1) * g.layout.prefix for g in groups)
-            if len(groups) == 1 and groups[0].layout.prefix:  # a lone group: its suffixes within the budget
-                prefix = groups[0].layout.prefix
-                computed += prefix + padded_positions([len(ids) - prefix for ids in groups[0].inputs], budget)
-            elif groups[0].layout.prefix:
-                computed += shared_prefix_cost([g.shape for g in groups])
-            else:
-                computed += padded_positions([len(ids) for g in groups for ids in g.inputs], budget)
+        computed, real = batch_positions(encoded, batches, self.batch_tokens)
         shared = sum(1 for group in encoded if group.layout.prefix)
         fallbacks = len(encoded) - shared
         reasons = sorted({group.layout.reason for group in encoded if not group.layout.prefix})
@@ -414,7 +370,7 @@ class ClassifierScorer(Scorer):
         results: list[AnswerScores] = [AnswerScores(()) for _ in groups]
         todo = [i for i, group in enumerate(groups) if group.answers]
         encoded = self._verified([self._encode(groups[i].item, groups[i].answers) for i in todo])
-        for batch in self._batches(encoded):
+        for batch in classifier_batches(encoded, self.batch_tokens):
             for n, scores in zip(batch, self._score_groups([encoded[n] for n in batch])):
                 results[todo[n]] = AnswerScores(tuple(scores), encoded[n].truncated, encoded[n].question_shortened)
         return results

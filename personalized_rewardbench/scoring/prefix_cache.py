@@ -22,7 +22,8 @@ calls hold whole groups, do not need it.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 
@@ -66,6 +67,16 @@ class PrefixCache:
             evicted, _states = self._entries.popitem(last=False)
             self.tokens -= len(evicted)
         return kept
+
+    @contextmanager
+    def uncounted(self) -> Iterator[PrefixCache]:
+        """Lookups inside leave the hit and miss counts as they were: a group's later forwards finding the prefix
+        its first forward kept are not new lookups."""
+        counts = self.hits, self.misses
+        try:
+            yield self
+        finally:
+            self.hits, self.misses = counts
 
     def clear(self) -> None:
         self._entries.clear()

@@ -375,10 +375,9 @@ def _chunked_group_logits(
         chunk = [(prefix, [suffixes[i] for i in rows])]
         return pooled_logits(model, chunk, pad_token_id, device, right_padding_free, split, store)
 
-    parts = [rows_logits(chunks[0])]
-    hits = store.hits
-    parts += [rows_logits(rows) for rows in chunks[1:]]
-    store.hits = hits  # one lookup for the group: later chunks found the prompt the first one kept
+    parts = [rows_logits(chunks[0])]  # the group's one lookup; the prompt is kept for the chunks after it
+    with store.uncounted():
+        parts += [rows_logits(rows) for rows in chunks[1:]]
     order = torch.tensor([i for rows in chunks for i in rows])
     logits = torch.cat(parts)
     return logits[torch.argsort(order).to(logits.device)]
